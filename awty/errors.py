@@ -1,0 +1,35 @@
+"""Typed errors. The library raises these; the CLI maps ``exit_code`` to the process exit
+status in one place (``cli.reports_errors``). A job's own failure is never an exception:
+it is an ``Outcome`` recorded in history."""
+
+from __future__ import annotations
+
+
+class AwtyError(Exception):
+    """Something awty was asked to do could not be done (exit 1)."""
+
+    exit_code = 1
+
+
+class InvalidInput(AwtyError, ValueError):
+    """Bad input from the user: nothing was changed (exit 2)."""
+
+    exit_code = 2
+
+
+class JobNotFound(AwtyError, LookupError):
+    def __init__(self, job_id: str):
+        self.job_id = job_id
+        super().__init__(f"no such job: {job_id}")
+
+
+class Conflict(AwtyError):
+    """The request contradicts stored state (e.g. an idempotency key reused for another job)."""
+
+
+class Busy(AwtyError):
+    """The database or a lock stayed busy past its timeout; nothing was half-written."""
+
+
+class StoreError(AwtyError):
+    """The store cannot be used as it is (unknown schema version, unreadable database…)."""

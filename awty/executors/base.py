@@ -1,0 +1,55 @@
+"""The executor seam. One executor per job kind (http, exec, python), created once per runner.
+
+Contract:
+- ``run`` executes one attempt of one job and returns a ``Result``. It never raises for the
+  job's own failure (timeout, connection refused, exit code, exception in user code): those are
+  ``Answer.RETRY`` or ``Answer.FAIL`` results with ``error`` set. It raises only when the runner
+  itself is broken (a bug), which aborts the slot and leaves the claimed jobs to their leases.
+- ``run`` enforces ``attempt.timeout`` as a wall-clock deadline for the whole attempt.
+- ``run`` is called concurrently from one asyncio event loop; an executor bounds its own
+  per-target concurrency (e.g. per host) but not the global one, which the runner bounds.
+- ``close`` releases pooled connections and worker processes; called once, after the last run.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from ..model import Attempt, Job, Result
+from ..slots import parse_duration, parse_epoch_or_iso
+
+
+class Executor(Protocol):
+    async def run(self, job: Job, attempt: Attempt) -> Result: ...
+
+    async def close(self) -> None: ...
+
+
+def recheck_from(data: Any, now: datetime) -> datetime | None:
+    """A "check again later" request in a job's answer: ``{"recheck_at": ISO|epoch}`` or
+    ``{"recheck_in": "2h"|seconds}``. None when the answer asks for nothing.
+    Raises ValueError when the answer asks for a re-check in a form that cannot be read."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("recheck_at") is not None:
+        return parse_epoch_or_iso(data["recheck_at"])
+    if data.get("recheck_in") is not None:
+        return now + timedelta(seconds=parse_duration(data["recheck_in"]))
+    return None
+
+
+def recheck_from_text(text: str | bytes, now: datetime) -> datetime | None:
+    """``recheck_from`` over a JSON document; text that is not JSON asks for nothing."""
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return recheck_from(data, now)
+
+
+def truncate(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit} more chars]"

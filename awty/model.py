@@ -1,0 +1,174 @@
+"""Records and closed sets. Frozen dataclasses; the store and the executors speak in these."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Kind(StrEnum):
+    HTTP = "http"
+    EXEC = "exec"
+    PYTHON = "python"
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    IN_FLIGHT = "in_flight"
+
+
+class Outcome(StrEnum):
+    """How a job ended (a row in ``job_history``)."""
+
+    DONE = "done"
+    GONE = "gone"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    EXPIRED = "expired"
+
+
+class Answer(StrEnum):
+    """What one execution of a job answered (the article's ``job_exec`` return, widened)."""
+
+    DONE = "done"  # finished: end the job
+    RECHECK = "recheck"  # "not yet": check again at Result.recheck_at
+    GONE = "gone"  # the entity no longer needs checking: end the job, not a failure
+    RETRY = "retry"  # a failure worth retrying (timeout, connection error, 5xx, exit != 0)
+    FAIL = "fail"  # a failure not worth retrying (4xx, bad target)
+
+
+class MisfirePolicy(StrEnum):
+    FIRE = "fire"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    kind: Kind
+    target: str
+    payload_json: str  # the JSON text as stored, embedded as-is in callback bodies
+    headers: dict[str, str]
+    entity_name: str | None
+    entity_key: str | None
+    first_check_at: datetime
+    next_check_at: datetime
+    check_count: int = 0
+    attempt: int = 0
+    status: Status = Status.PENDING
+    max_checks: int | None = None
+    horizon: float | None = None
+    timeout: float | None = None
+    max_attempts: int | None = None
+    misfire_grace: float | None = None
+    idempotency_key: str | None = None
+    cwd: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    last_error: str | None = None
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.payload_json)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """The context of one execution of a job, handed to an executor."""
+
+    slot: str  # slot id YYYYMMDDHHMM
+    check: int  # 1-based: this is the check_count+1-th check
+    attempt: int  # 1-based attempt number within this check
+    timeout: float  # seconds, a wall-clock deadline for the whole attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One execution's answer. Executors return this and never raise for a job's failure."""
+
+    answer: Answer
+    recheck_at: datetime | None = None
+    retry_after: float | None = None  # seconds, from Retry-After or the job's own answer
+    status: int | None = None  # HTTP status or exit code
+    error: str | None = None
+    output: str | None = None
+    duration: float = 0.0  # seconds spent in this execution
+    deferred: bool = False  # not attempted (host circuit open): move on, count no attempt
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    id: str
+    kind: Kind
+    target: str
+    entity_name: str | None
+    entity_key: str | None
+    outcome: Outcome
+    reason: str
+    checks: int
+    attempts: int
+    first_check_at: datetime
+    ended_at: datetime
+    created_at: datetime | None
+    duration_ms: float | None
+    last_status: int | None
+    error: str | None
+    output: str | None
+    payload_json: str | None = None
+
+
+@dataclass
+class SlotSummary:
+    slot: str
+    ran: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)  # done/gone/failed/expired counts
+    rechecked: int = 0
+    retried: int = 0  # re-slotted for a later attempt
+    deferred: int = 0  # pushed to the next slot by a host's circuit breaker
+    imported: int = 0
+    orphans_removed: int = 0
+    rejected: int = 0
+    skipped_cancelled: int = 0
+    seconds: float = 0.0
+    busy: str | None = None  # set when another runner held the slot's lock
+    dry_run: bool = False
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.outcomes[key] = self.outcomes.get(key, 0) + n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slot": self.slot,
+            "ran": self.ran,
+            "outcomes": dict(self.outcomes),
+            "rechecked": self.rechecked,
+            "retried": self.retried,
+            "deferred": self.deferred,
+            "imported": self.imported,
+            "orphans_removed": self.orphans_removed,
+            "rejected": self.rejected,
+            "seconds": round(self.seconds, 3),
+            "busy": self.busy,
+            "dry_run": self.dry_run,
+        }
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_id(now: datetime) -> str:
+    """A ULID: 48 bits of milliseconds then 80 random bits, Crockford base32, 26 characters.
+    Sorts by creation time, which gives a slot its deterministic firing order."""
+    ms = int(now.timestamp() * 1000)
+    n = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    out = []
+    for _ in range(26):
+        n, r = divmod(n, 32)
+        out.append(_CROCKFORD[r])
+    return "".join(reversed(out))

@@ -1,0 +1,197 @@
+"""Pure time math: slot rounding, slot ids, durations, time parsing. No I/O.
+
+A slot is a boundary on the UTC epoch that is a multiple of the resolution R (minutes).
+A job due at t belongs to slot ``ceil(t / R)``: it never fires before t and at most R after.
+``run-slot`` with no argument runs ``floor(now / R)``, the boundary that just passed.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, tzinfo
+
+RESOLUTIONS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
+SLOT_FORMAT = "%Y%m%d%H%M"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def check_resolution(minutes: int) -> int:
+    if minutes not in RESOLUTIONS:
+        allowed = " ".join(map(str, RESOLUTIONS))
+        raise ValueError(f"resolution must divide the hour: one of {allowed} (got {minutes})")
+    return minutes
+
+
+def _seconds(at: datetime) -> float:
+    if at.tzinfo is None:
+        raise ValueError("naive datetime: awty works in aware UTC datetimes")
+    return (at - _EPOCH).total_seconds()
+
+
+def slot_for(due: datetime, resolution: int) -> datetime:
+    """The slot a job due at ``due`` fires in: the first boundary at or after it."""
+    step = resolution * 60
+    s = _seconds(due)
+    n = -(-s // step)  # ceil for floats, exact on boundaries
+    return _EPOCH + timedelta(seconds=int(n) * step)
+
+
+def current_slot(now: datetime, resolution: int) -> datetime:
+    """The boundary that has just passed (or is exactly now)."""
+    step = resolution * 60
+    return _EPOCH + timedelta(seconds=int(_seconds(now) // step) * step)
+
+
+def next_slot_after(at: datetime, resolution: int) -> datetime:
+    """The first boundary strictly after ``at``."""
+    return current_slot(at, resolution) + timedelta(minutes=resolution)
+
+
+def is_boundary(at: datetime, resolution: int) -> bool:
+    return _seconds(at) % (resolution * 60) == 0
+
+
+def slot_id(slot: datetime) -> str:
+    return slot.astimezone(UTC).strftime(SLOT_FORMAT)
+
+
+_SLOT_ID = re.compile(r"^\d{12}$")
+
+
+def parse_slot_id(text: str) -> datetime:
+    if not _SLOT_ID.match(text):
+        raise ValueError(f"not a slot id (YYYYMMDDHHMM in UTC): {text!r}")
+    try:
+        return datetime.strptime(text, SLOT_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        raise ValueError(f"not a slot id (YYYYMMDDHHMM in UTC): {text!r}") from None
+
+
+# --- stored timestamps ---------------------------------------------------------------------
+# One fixed-width UTC text form for every stored instant, so that text order is time order and
+# an operator reading the database sees real times.
+ISO_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def iso(at: datetime) -> str:
+    return at.astimezone(UTC).strftime(ISO_FORMAT)
+
+
+def from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def ceil_second(at: datetime) -> datetime:
+    """Due times are kept to the second; rounding up keeps "never before the due time"."""
+    if at.microsecond:
+        return at.replace(microsecond=0) + timedelta(seconds=1)
+    return at
+
+
+# --- durations -----------------------------------------------------------------------------
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def parse_duration(text: str | int | float) -> float:
+    """``90s 15m 2h 1d 1h30m 1w`` (or a bare number of seconds) -> seconds."""
+    if isinstance(text, bool):
+        raise ValueError(f"not a duration: {text!r}")
+    if isinstance(text, int | float):
+        if text < 0 or text != text or text == float("inf"):
+            raise ValueError(f"not a duration: {text!r}")
+        return float(text)
+    s = str(text).strip().lower().replace(" ", "")
+    if not s:
+        raise ValueError("empty duration")
+    if re.fullmatch(r"\d+(\.\d+)?", s):
+        return float(s)
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 1d, 1h30m, 1w)")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds == 0:
+        return "0s"
+    out = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        n, seconds = divmod(seconds, size)
+        if n:
+            out.append(f"{n}{unit}")
+    return "".join(out)
+
+
+# --- human time input ------------------------------------------------------------------------
+def parse_when(text: str, now: datetime, local: tzinfo | None = None) -> datetime:
+    """An absolute time: "now", ISO-8601, epoch seconds, or anything python-dateutil reads.
+    Without an offset the time is in the local zone (``local``; the system zone if None)."""
+    s = text.strip()
+    if not s:
+        raise ValueError("empty time")
+    if s.lower() == "now":
+        return now
+    if re.fullmatch(r"\d{9,11}(\.\d+)?", s):
+        return datetime.fromtimestamp(float(s), UTC)
+    if s.lower().startswith(("in ", "+")):
+        return now + timedelta(seconds=parse_duration(s.split(" ", 1)[-1].lstrip("+")))
+    try:
+        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        from dateutil import parser as _dateutil_parser  # lazy: ~25 ms of import
+
+        try:
+            dt = _dateutil_parser.parse(s, default=_local_now(now, local).replace(
+                hour=0, minute=0, second=0, microsecond=0, tzinfo=None))
+        except (ValueError, OverflowError) as e:
+            raise ValueError(f"not a time: {text!r} ({e})") from None
+    return to_utc(dt, local)
+
+
+def to_utc(dt: datetime, local: tzinfo | None = None) -> datetime:
+    """A naive datetime is wall time in ``local``; nonexistent wall times (DST gaps) move
+    forward by the gap, ambiguous ones take the first occurrence."""
+    if dt.tzinfo is not None:
+        return dt.astimezone(UTC)
+    if local is None:
+        return dt.astimezone(UTC)  # the system's local zone, as libc resolves it
+    from dateutil import tz as _tz
+
+    aware = dt.replace(tzinfo=local)
+    if not _tz.datetime_exists(aware):
+        aware = _tz.resolve_imaginary(aware)
+    return aware.astimezone(UTC)
+
+
+def _local_now(now: datetime, local: tzinfo | None) -> datetime:
+    return now.astimezone(local) if local is not None else now.astimezone()
+
+
+def parse_epoch_or_iso(value: object) -> datetime:
+    """A machine-given instant (receivers' ``recheck_at``): epoch seconds or ISO-8601; an ISO
+    time without an offset is taken as UTC, since a machine said it."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a time: {value!r}")
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(float(value), UTC)
+    if isinstance(value, str):
+        s = value.strip()
+        if re.fullmatch(r"\d+(\.\d+)?", s):
+            return datetime.fromtimestamp(float(s), UTC)
+        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    raise ValueError(f"not a time: {value!r}")
+
+
+def backoff_delay(attempt: int, backoff: tuple[float, ...]) -> float:
+    """Delay before retry number ``attempt`` (1-based): the schedule, then its last step."""
+    if not backoff:
+        return 0.0
+    return backoff[min(attempt, len(backoff)) - 1]
