@@ -1,0 +1,286 @@
+"""The ``Awty`` facade: the library's entry point. It wires settings, store, slot tree, clock
+and runner together, returns data and raises ``AwtyError``s; it never prints."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import Any
+
+from . import config as config_mod
+from .clock import Clock, default_clock
+from .errors import InvalidInput, JobNotFound
+from .model import HistoryRow, Job, SlotSummary
+from .slotdir import SlotTree
+from .slots import current_slot, iso, next_slot_after, parse_duration, parse_when, slot_for
+from .store.sqlite import SQLiteStore
+
+
+@dataclass(frozen=True)
+class AddResult:
+    job: Job
+    created: bool  # False: the idempotency key named an existing job
+    dry_run: bool = False
+
+    @property
+    def slot(self) -> datetime:
+        return self.job.next_check_at
+
+
+class Awty:
+    """``Awty(home=None, clock=None)``. ``home`` defaults to AWTY_HOME, else
+    ``$XDG_DATA_HOME/awty``; ``clock`` to the system clock (or AWTY_NOW when set)."""
+
+    def __init__(self, home: str | Path | None = None, clock: Clock | None = None, *,
+                 env: dict[str, str] | None = None, tz: tzinfo | None = None,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None,
+                 **overrides: Any):
+        self.env = dict(os.environ) if env is None else env
+        self.home = Path(home).expanduser() if home else config_mod.default_home(self.env)
+        self.clock = clock or default_clock(self.env)
+        self.tz = tz
+        self.on_event = on_event
+        self.settings = config_mod.load(self.home, self.env, overrides)
+        self._store: SQLiteStore | None = None
+        self.tree = SlotTree(self.home)
+        self._log = None
+
+    # -- wiring ---------------------------------------------------------------------------
+    @property
+    def db_path(self) -> Path:
+        return self.home / "awty.db"
+
+    @property
+    def store(self) -> SQLiteStore:
+        if self._store is None:
+            ensure_home(self.home)
+            self._store = SQLiteStore(self.db_path, busy_timeout=self.settings.busy_timeout)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> Awty:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def init(self) -> list[str]:
+        """Create home (0700), the database (0600), the slot tree and a commented awty.toml.
+        Returns what was created."""
+        made = []
+        if not self.home.exists():
+            made.append(str(self.home))
+        ensure_home(self.home)
+        if not self.db_path.exists():
+            made.append(str(self.db_path))
+        _ = self.store
+        cfg = self.home / config_mod.CONFIG_NAME
+        if not cfg.exists():
+            cfg.write_text(config_mod.TEMPLATE)
+            os.chmod(cfg, 0o600)
+            made.append(str(cfg))
+        (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
+        return made
+
+    # -- adding ---------------------------------------------------------------------------
+    def add(self, target: str, *, at: str | datetime | None = None,
+            in_: str | float | None = None, kind: str = "http", payload: Any = None,
+            payload_json: str | None = None, entity: str | None = None, key: str | None = None,
+            idempotency_key: str | None = None, headers: dict | list | None = None,
+            max_checks: int | None = None, horizon: str | float | None = None,
+            timeout: str | float | None = None, max_attempts: int | None = None,
+            misfire_grace: str | float | None = None, cwd: str | None = None,
+            dry_run: bool = False) -> AddResult:
+        spec: dict[str, Any] = {"target": target, "kind": kind, "entity": entity, "key": key,
+                                "idempotency_key": idempotency_key, "headers": headers,
+                                "max_checks": max_checks, "horizon": horizon,
+                                "timeout": timeout, "max_attempts": max_attempts,
+                                "misfire_grace": misfire_grace, "cwd": cwd}
+        if isinstance(at, datetime):
+            at = at.isoformat() if at.tzinfo else at.isoformat()
+        spec["at"], spec["in"] = at, in_
+        if payload_json is not None:
+            spec["payload_json"] = payload_json
+        else:
+            spec["payload"] = payload
+        return self.add_many([{k: v for k, v in spec.items() if v is not None}],
+                             dry_run=dry_run, cwd=cwd, _single=True)[0]
+
+    def add_many(self, specs: Iterable[dict[str, Any]], *, dry_run: bool = False,
+                 cwd: str | None = None, _single: bool = False) -> list[AddResult]:
+        """All or nothing: a bad spec raises ``InvalidInput`` naming it (``line N: …``) and
+        nothing is stored. Rows are committed first, then the envelopes written: a crash in
+        between leaves rows without files, which still run."""
+        from . import jobspec
+
+        now = self.clock.now()
+        cwd = cwd or os.getcwd()
+        jobs, fps = [], []
+        for n, spec in enumerate(specs, 1):
+            if not isinstance(spec, dict):
+                raise InvalidInput(f"line {n}: not a JSON object")
+            try:
+                job, fp = jobspec.build(spec, now=now, settings=self.settings, local=self.tz,
+                                        cwd=cwd)
+            except InvalidInput as e:
+                raise InvalidInput(str(e) if _single else f"line {n}: {e}") from None
+            jobs.append(job)
+            fps.append(fp)
+        if dry_run:
+            return [AddResult(j, True, True) for j in jobs]
+        added = self.store.add(jobs, fps)
+        self.tree.write_many(a.job for a in added if a.created)
+        return [AddResult(a.job, a.created) for a in added]
+
+    # -- changing -------------------------------------------------------------------------
+    def cancel(self, ids: Iterable[str]) -> list[Job]:
+        ids = list(dict.fromkeys(ids))
+        jobs = self.store.cancel(ids, self.clock.now())
+        for j in jobs:
+            self.tree.remove(j.id, j.next_check_at)
+            self.tree.remove_slot_if_empty(j.next_check_at)
+        return jobs
+
+    def cancel_entity(self, entity: str, key: str | None = None) -> list[Job]:
+        jobs = self.store.cancel_entity(entity, key, self.clock.now())
+        for j in jobs:
+            self.tree.remove(j.id, j.next_check_at)
+            self.tree.remove_slot_if_empty(j.next_check_at)
+        return jobs
+
+    def reschedule(self, job_id: str, *, at: str | None = None,
+                   in_: str | float | None = None) -> Job:
+        now = self.clock.now()
+        due = self._due(at, in_, now)
+        old = self.get_pending(job_id)
+        job = self.store.reschedule(job_id, slot_for(due, self.settings.resolution), now)
+        self.tree.write(job)
+        if old.next_check_at != job.next_check_at:
+            self.tree.remove(job.id, old.next_check_at)
+            self.tree.remove_slot_if_empty(old.next_check_at)
+        return job
+
+    def retry(self, ids: Iterable[str]) -> list[Job]:
+        """Re-arm ended jobs (the dead letter) into the next slot with fresh attempts."""
+        now = self.clock.now()
+        out = []
+        for job_id in ids:
+            job = self.store.retry(job_id, next_slot_after(now, self.settings.resolution), now)
+            self.tree.write(job)
+            out.append(job)
+        return out
+
+    def _due(self, at: str | None, in_: str | float | None, now: datetime) -> datetime:
+        if (at is None) == (in_ is None):
+            raise InvalidInput("give either --at WHEN or --in DURATION")
+        try:
+            due = (now + timedelta(seconds=parse_duration(in_)) if in_ is not None
+                   else parse_when(str(at), now, self.tz))
+        except (ValueError, OverflowError) as e:
+            raise InvalidInput(str(e)) from None
+        if due < now:
+            raise InvalidInput(f"{iso(due)} is in the past")
+        if (due - now).total_seconds() > self.settings.max_delay:
+            raise InvalidInput("more than max_delay ahead")
+        return due
+
+    # -- reading --------------------------------------------------------------------------
+    def get(self, job_id: str) -> Job | list[HistoryRow]:
+        """The pending job, else its history rows; raises ``JobNotFound``."""
+        job = self.store.get(job_id)
+        if job is not None:
+            return job
+        rows = self.store.get_history(job_id)
+        if not rows:
+            raise JobNotFound(job_id)
+        return rows
+
+    def get_pending(self, job_id: str) -> Job:
+        job = self.store.get(job_id)
+        if job is None:
+            if self.store.get_history(job_id):
+                raise JobNotFound(f"{job_id} (it has ended; see `awty show {job_id}`)")
+            raise JobNotFound(job_id)
+        return job
+
+    def events(self, job_id: str) -> list[dict]:
+        return self.store.events(job_id)
+
+    def list(self, *, status: str | None = None, slot: datetime | None = None,
+             entity: str | None = None, key: str | None = None, kind: str | None = None,
+             limit: int | None = None) -> Iterator[Job]:
+        return self.store.list(status=status, slot=slot, entity=entity, key=key, kind=kind,
+                               limit=limit)
+
+    def slots(self, *, include_past: bool = True) -> list[tuple[datetime, int]]:
+        return self.store.slots_with_work()
+
+    def history(self, *, outcome: str | None = None, entity: str | None = None,
+                since: datetime | None = None, limit: int | None = None) -> list[HistoryRow]:
+        return self.store.history(outcome=outcome, entity=entity, since=since, limit=limit)
+
+    def parse_time(self, text: str) -> datetime:
+        try:
+            now = self.clock.now()
+            if text and text[-1] in "smhdw" and text[0].isdigit():
+                return now - timedelta(seconds=parse_duration(text))
+            return parse_when(text, now, self.tz)
+        except (ValueError, OverflowError) as e:
+            raise InvalidInput(str(e)) from None
+
+    # -- running --------------------------------------------------------------------------
+    def runner(self):
+        from .runner import Runner
+
+        return Runner(store=self.store, tree=self.tree, settings=self.settings, clock=self.clock,
+                      secret=self._load_secret, log=self.logger(), on_event=self.on_event)
+
+    def _load_secret(self) -> bytes | None:
+        from .signing import load_secret
+
+        return load_secret(self.settings, self.env)
+
+    def current_slot(self) -> datetime:
+        return current_slot(self.clock.now(), self.settings.resolution)
+
+    def run_slot(self, slot: datetime | None = None, *, shard: tuple[int, int] | None = None,
+                 dry_run: bool = False) -> SlotSummary:
+        from .runner import RunOptions
+
+        slot = slot if slot is not None else self.current_slot()
+        return self.runner().run_slot(slot, RunOptions(shard=shard, dry_run=dry_run))
+
+    def catchup(self, *, until: datetime | None = None, dry_run: bool = False,
+                misfire: str | None = None, misfire_grace: float | None = None,
+                on_slot: Callable[[datetime, int], None] | None = None):
+        from .runner import RunOptions
+
+        if misfire not in (None, "fire", "skip"):
+            raise InvalidInput("--misfire must be fire or skip")
+        return self.runner().catchup(until=until, on_slot=on_slot, opts=RunOptions(
+            dry_run=dry_run, misfire=misfire, misfire_grace=misfire_grace))
+
+    def logger(self):
+        if self._log is None:
+            from .logbook import open_log
+
+            self._log = open_log(self.home, self.settings.log_max_bytes)
+        return self._log
+
+
+def ensure_home(home: Path) -> None:
+    """Home is 0700 whatever the umask: it holds the database and may hold the secret."""
+    if not home.exists():
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if (home.stat().st_mode & 0o777) != 0o700:
+        try:
+            os.chmod(home, 0o700)
+        except OSError:
+            pass

@@ -1,0 +1,206 @@
+"""Turning what a user gives (flags, a batch line, a dropped-in envelope) into a ``Job``.
+Every way in goes through ``build``, so every guard at add time lives here, once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timedelta, tzinfo
+from typing import Any
+
+from .config import Settings
+from .errors import InvalidInput
+from .model import Job, Kind, Status, new_id
+from .slots import ceil_second, parse_duration, parse_when, slot_for
+
+SPEC_KEYS = frozenset({
+    "target", "at", "in", "kind", "payload", "payload_json", "entity", "key",
+    "idempotency_key", "headers", "max_checks", "horizon", "timeout", "max_attempts",
+    "misfire_grace", "id", "cwd",
+})
+_RESERVED_HEADERS = {"host", "content-length", "content-type", "transfer-encoding", "connection",
+                     "webhook-id", "webhook-timestamp", "webhook-signature", "user-agent",
+                     "x-awty-check", "x-awty-attempt"}
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_PY_TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+_MAX_TEXT = 1024
+
+
+def fingerprint(job: Job) -> str:
+    """What makes two adds "the same job" for an idempotency key: everything but the time
+    (a client retrying "in 2h" a few seconds later asks for the same job)."""
+    data = [job.kind.value, job.target, job.payload_json, sorted(job.headers.items()),
+            job.entity_name, job.entity_key]
+    return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
+          local: tzinfo | None = None, cwd: str | None = None,
+          due: datetime | None = None) -> tuple[Job, str]:
+    """Validate one job spec; raises ``InvalidInput`` naming the offending field.
+    ``due`` (used for dropped-in envelopes) replaces at/in."""
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise InvalidInput(f"unknown field(s): {', '.join(sorted(unknown))}")
+    kind = _kind(spec.get("kind", "http"))
+    target = _target(kind, spec.get("target"), settings)
+    payload_json = _payload(spec, settings)
+    headers = _headers(spec.get("headers"))
+    if headers and kind is not Kind.HTTP:
+        raise InvalidInput("headers: only http jobs send headers")
+    first = ceil_second(due if due is not None else _due(spec, now, settings, local))
+    job_id = spec.get("id")
+    if job_id is not None and (not isinstance(job_id, str) or not _ID.match(job_id)):
+        raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
+    job = Job(
+        id=job_id or new_id(now), kind=kind, target=target, payload_json=payload_json,
+        headers=headers, entity_name=_text(spec, "entity"), entity_key=_text(spec, "key"),
+        first_check_at=first, next_check_at=slot_for(first, settings.resolution),
+        status=Status.PENDING,
+        max_checks=_int(spec, "max_checks", 0), max_attempts=_int(spec, "max_attempts", 1),
+        horizon=_secs(spec, "horizon"), timeout=_secs(spec, "timeout"),
+        misfire_grace=_secs(spec, "misfire_grace"),
+        idempotency_key=_text(spec, "idempotency_key"),
+        cwd=(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
+        created_at=now, updated_at=now,
+    )
+    return job, fingerprint(job)
+
+
+def _kind(value: Any) -> Kind:
+    try:
+        return Kind(value)
+    except ValueError:
+        raise InvalidInput(f"kind: {value!r} is not one of http, exec, python") from None
+
+
+def _target(kind: Kind, value: Any, settings: Settings) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("target: missing (a URL, a shell command or module:function)")
+    if len(value) > 8192:
+        raise InvalidInput("target: longer than 8192 characters")
+    if kind is Kind.HTTP:
+        from .netguard import check_url
+
+        return check_url(value.strip(), settings)
+    if kind is Kind.PYTHON and not _PY_TARGET.match(value.strip()):
+        raise InvalidInput(f"target: {value!r} is not package.module:function")
+    return value
+
+
+def _payload(spec: dict[str, Any], settings: Settings) -> str:
+    if "payload_json" in spec and spec["payload_json"] is not None:
+        raw = spec["payload_json"]
+        try:
+            value = json.loads(raw)
+        except (ValueError, TypeError) as e:
+            raise InvalidInput(f"payload: not JSON ({e})") from None
+    else:
+        value = spec.get("payload")
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError) as e:
+        raise InvalidInput(f"payload: cannot be stored as JSON ({e})") from None
+    size = len(text.encode())
+    if size > settings.max_payload_bytes:
+        raise InvalidInput(f"payload: {size} bytes is over the limit of "
+                           f"{settings.max_payload_bytes} (max_payload_bytes)")
+    return text
+
+
+def _headers(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    items: list[tuple[Any, Any]]
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list | tuple):
+        items = []
+        for h in value:
+            if not isinstance(h, str) or ":" not in h:
+                raise InvalidInput(f"header: {h!r} is not 'Name: value'")
+            name, _, v = h.partition(":")
+            items.append((name.strip(), v.strip()))
+    else:
+        raise InvalidInput("headers: must be an object of name: value")
+    out: dict[str, str] = {}
+    for name, v in items:
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise InvalidInput(f"header: {name!r} is not a valid header name")
+        if name.lower() in _RESERVED_HEADERS:
+            raise InvalidInput(f"header: {name} is set by awty and cannot be overridden")
+        if not isinstance(v, str) or any(c in v for c in "\r\n\0") or len(v) > 4096:
+            raise InvalidInput(f"header: the value of {name} is not a single line of text")
+        out[name] = v
+    if len(out) > 32:
+        raise InvalidInput("headers: at most 32")
+    return out
+
+
+def _due(spec: dict[str, Any], now: datetime, settings: Settings,
+         local: tzinfo | None) -> datetime:
+    at, within = spec.get("at"), spec.get("in")
+    if at is not None and within is not None:
+        raise InvalidInput("give either at or in, not both")
+    if at is None and within is None:
+        raise InvalidInput("missing time: give --at WHEN or --in DURATION")
+    if within is not None:
+        try:
+            due = now + timedelta(seconds=parse_duration(within))
+        except (ValueError, OverflowError) as e:
+            raise InvalidInput(f"in: {e}") from None
+        is_now = parse_duration(within) == 0
+    else:
+        if not isinstance(at, str | int | float) or isinstance(at, bool):
+            raise InvalidInput(f"at: {at!r} is not a time")
+        try:
+            due = parse_when(str(at), now, local)
+        except (ValueError, OverflowError) as e:
+            raise InvalidInput(f"at: {e}") from None
+        is_now = str(at).strip().lower() == "now"
+    if due < now and not is_now:
+        raise InvalidInput(f"at: {due.isoformat()} is in the past (now is {now.isoformat()})")
+    if (due - now).total_seconds() > settings.max_delay:
+        raise InvalidInput(f"at: more than max_delay ({settings.max_delay / 86400:g} days) ahead")
+    return max(due, now)
+
+
+def _text(spec: dict[str, Any], name: str) -> str | None:
+    value = spec.get(name)
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value or len(value) > _MAX_TEXT or "\0" in value:
+        raise InvalidInput(f"{name}: must be a non-empty string of at most {_MAX_TEXT} characters")
+    return value
+
+
+def _int(spec: dict[str, Any], name: str, minimum: int) -> int | None:
+    value = spec.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidInput(f"{name}: {value!r} is not a whole number")
+    try:
+        n = int(value)
+    except ValueError:
+        raise InvalidInput(f"{name}: {value!r} is not a whole number") from None
+    if n < minimum or n > 1_000_000:
+        raise InvalidInput(f"{name}: must be between {minimum} and 1000000")
+    return n
+
+
+def _secs(spec: dict[str, Any], name: str) -> float | None:
+    value = spec.get(name)
+    if value is None:
+        return None
+    try:
+        secs = parse_duration(value)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise InvalidInput(f"{name}: {e}") from None
+    if secs <= 0 or secs > 10 * 365 * 86400:
+        raise InvalidInput(f"{name}: must be more than 0 and at most 10 years")
+    return secs

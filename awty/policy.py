@@ -1,0 +1,87 @@
+"""Pure decisions: what happens to a job after one execution, or before it (misfire).
+No I/O and no clock: ``now`` is an argument. The runner applies what these return."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from .config import Settings
+from .model import Answer, Job, Kind, Outcome, Result
+from .slots import backoff_delay, next_slot_after, slot_for
+from .store.base import Decision, End, Reslot
+
+
+def limits(job: Job, s: Settings) -> tuple[int, float, float, int]:
+    """The job's own guards, falling back to the settings: max_checks, horizon, timeout,
+    max_attempts."""
+    return (
+        job.max_checks if job.max_checks is not None else s.max_checks,
+        job.horizon if job.horizon is not None else s.horizon,
+        job.timeout if job.timeout is not None else s.timeout,
+        job.max_attempts if job.max_attempts is not None else s.max_attempts,
+    )
+
+
+def decide(job: Job, result: Result, now: datetime, s: Settings,
+           lateness: float | None = None) -> Decision:
+    max_checks, horizon, _, max_attempts = limits(job, s)
+    a = result.answer
+    if result.deferred:
+        return Reslot(job, next_slot_after(now, s.resolution), job.check_count, job.attempt,
+                      result, result.error)
+    if a is Answer.DONE:
+        return End(job, Outcome.DONE, _ok_reason(job, result), result, lateness)
+    if a is Answer.GONE:
+        return End(job, Outcome.GONE, _ok_reason(job, result, "gone"), result, lateness)
+    if a is Answer.RECHECK:
+        at = result.recheck_at
+        if at is None or at <= now:
+            return End(job, Outcome.EXPIRED, "recheck_in_past", result, lateness)
+        if at > now + timedelta(seconds=horizon):
+            return End(job, Outcome.EXPIRED, "horizon", result, lateness)
+        if job.check_count >= max_checks:
+            return End(job, Outcome.EXPIRED, "max_checks", result, lateness)
+        return Reslot(job, slot_for(at, s.resolution), job.check_count + 1, 0, result)
+    if a is Answer.RETRY:
+        used = job.attempt + 1
+        if used >= max_attempts:
+            return End(job, Outcome.FAILED, _fail_reason(result), result, lateness)
+        delay = max(backoff_delay(used, s.backoff), result.retry_after or 0.0)
+        if delay > horizon:
+            return End(job, Outcome.FAILED, "retry_after_beyond_horizon", result, lateness)
+        return Reslot(job, slot_for(now + timedelta(seconds=delay), s.resolution),
+                      job.check_count, used, result)
+    return End(job, Outcome.FAILED, _fail_reason(result), result, lateness)
+
+
+def quick_retry_delay(job: Job, result: Result, s: Settings, quick_used: int) -> float | None:
+    """Seconds to wait before retrying within this run, or None to leave it to a later slot.
+    A couple of fast retries absorb a dropped connection without costing a slot."""
+    if result.answer is not Answer.RETRY or result.deferred or quick_used >= s.quick_retries:
+        return None
+    if job.attempt + 1 >= limits(job, s)[3]:
+        return None
+    delay = max(0.2 * (quick_used + 1), result.retry_after or 0.0)
+    return delay if delay <= s.quick_retry_max_delay else None
+
+
+def misfired(job: Job, now: datetime, s: Settings, grace_override: float | None = None,
+             policy: str | None = None) -> bool:
+    """Under the ``skip`` misfire policy, a job whose slot passed more than the grace ago."""
+    if (policy or s.misfire) != "skip":
+        return False
+    grace = job.misfire_grace if job.misfire_grace is not None else (
+        grace_override if grace_override is not None else s.misfire_grace)
+    if grace is None:
+        grace = s.resolution * 60.0
+    return (now - job.next_check_at).total_seconds() > grace
+
+
+def _ok_reason(job: Job, result: Result, default: str = "ok") -> str:
+    if result.status is None:
+        return default
+    return f"exit {result.status}" if job.kind is Kind.EXEC else f"http {result.status}"
+
+
+def _fail_reason(result: Result) -> str:
+    return (result.error or result.answer.value)[:200]

@@ -1,0 +1,172 @@
+"""Rendering for the CLI: plain lines, Rich tables and progress, and ``--json`` documents.
+Rich is imported inside the functions that draw with it, so that ``awty add`` never pays for it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from .model import HistoryRow, Job
+from .slots import iso, slot_id
+
+_SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key")
+
+
+def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Credentials in custom headers are stored (they must be sent) but never shown."""
+    return {k: ("***" if k.lower() in _SECRET_HEADERS or "token" in k.lower()
+                or "secret" in k.lower() else v) for k, v in headers.items()}
+
+
+def when(at: datetime | None, utc: bool = False) -> str:
+    if at is None:
+        return "-"
+    if utc:
+        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def job_dict(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id, "kind": job.kind.value, "target": job.target,
+        "entity": job.entity_name, "key": job.entity_key, "payload": job.payload,
+        "headers": redact_headers(job.headers), "status": job.status.value,
+        "slot": slot_id(job.next_check_at), "first_check_at": iso(job.first_check_at),
+        "next_check_at": iso(job.next_check_at), "check_count": job.check_count,
+        "attempt": job.attempt, "max_checks": job.max_checks, "horizon": job.horizon,
+        "timeout": job.timeout, "max_attempts": job.max_attempts,
+        "misfire_grace": job.misfire_grace, "idempotency_key": job.idempotency_key,
+        "created_at": iso(job.created_at) if job.created_at else None,
+        "updated_at": iso(job.updated_at) if job.updated_at else None,
+        "lease_until": iso(job.lease_until) if job.lease_until else None,
+        "last_error": job.last_error,
+    }
+
+
+def history_dict(h: HistoryRow) -> dict[str, Any]:
+    return {
+        "id": h.id, "kind": h.kind.value, "target": h.target, "entity": h.entity_name,
+        "key": h.entity_key, "outcome": h.outcome.value, "reason": h.reason,
+        "checks": h.checks, "attempts": h.attempts, "first_check_at": iso(h.first_check_at),
+        "ended_at": iso(h.ended_at), "created_at": iso(h.created_at) if h.created_at else None,
+        "duration_ms": h.duration_ms, "last_status": h.last_status, "error": h.error,
+        "output": h.output,
+    }
+
+
+def added(results, utc: bool, as_json: bool) -> None:
+    if as_json:
+        docs = [{"id": r.job.id, "slot": slot_id(r.slot), "next_check_at": iso(r.slot),
+                 "first_check_at": iso(r.job.first_check_at), "kind": r.job.kind.value,
+                 "created": r.created, "dry_run": r.dry_run} for r in results]
+        emit_json(docs[0] if len(docs) == 1 else docs)
+        return
+    if len(results) > 3:
+        new = sum(r.created for r in results)
+        slots = sorted({slot_id(r.slot) for r in results})
+        verb = "would add" if results[0].dry_run else "added"
+        out(f"{verb} {new} job(s) in {len(slots)} slot(s) ({slots[0]} … {slots[-1]})"
+            + (f"; {len(results) - new} already existed" if new < len(results) else ""))
+        return
+    for r in results:
+        j = r.job
+        head = ("dry run: would add" if r.dry_run else
+                "added" if r.created else "exists (same idempotency key)")
+        out(f"{head} {j.id}")
+        out(f"  due   {when(j.first_check_at, True)}  ({when(j.first_check_at)})")
+        out(f"  slot  {slot_id(r.slot)}  fires {when(r.slot, utc)}")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def table(title: str | None, columns: list[str], rows: Iterable[list[Any]]) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    n = 0
+    for r in rows:
+        t.add_row(*["-" if v is None else str(v) for v in r])
+        n += 1
+    if n == 0:
+        out("(none)")
+        return
+    _console().print(t)
+
+
+def jobs_table(jobs: Iterable[Job], utc: bool) -> None:
+    table(None, ["id", "slot (fires)", "kind", "target", "entity/key", "checks", "status"],
+          ([j.id, when(j.next_check_at, utc), j.kind.value, _short(j.target),
+            f"{j.entity_name or '-'}/{j.entity_key or '-'}", j.check_count,
+            j.status.value + (f" (attempt {j.attempt})" if j.attempt else "")] for j in jobs))
+
+
+def history_table(rows: Iterable[HistoryRow], utc: bool) -> None:
+    table(None, ["ended", "id", "outcome", "reason", "checks", "attempts", "target"],
+          ([when(h.ended_at, utc), h.id, h.outcome.value, h.reason, h.checks, h.attempts,
+            _short(h.target)] for h in rows))
+
+
+def kv(pairs: list[tuple[str, Any]]) -> None:
+    width = max(len(k) for k, _ in pairs)
+    for k, v in pairs:
+        out(f"{k.ljust(width)}  {'-' if v is None else v}")
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def summary_line(d: dict[str, Any]) -> str:
+    outcomes = ", ".join(f"{v} {k}" for k, v in sorted(d.get("outcomes", {}).items())) or "nothing"
+    extra = [f"{d[k]} {k}" for k in ("rechecked", "retried", "deferred", "imported",
+                                      "rejected") if d.get(k)]
+    return (f"slot {d['slot']}: ran {d['ran']} in {d['seconds']:.2f}s: {outcomes}"
+            + (f"; {', '.join(extra)}" if extra else ""))
+
+
+class Progress:
+    """A Rich progress bar fed by the runner's ``on_event`` callback (TTY only)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
+            TextColumn, TimeElapsedColumn
+
+        self._p = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                               MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+        self._task = None
+
+    def __enter__(self) -> Progress:
+        self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._p.__exit__(*exc)
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "slot_start":
+            if self._task is not None:
+                self._p.remove_task(self._task)
+            self._task = self._p.add_task(f"slot {data['slot']}", total=data["total"] or None)
+        elif kind == "job" and self._task is not None:
+            self._p.advance(self._task)

@@ -1,0 +1,187 @@
+"""The slot tree: ``<home>/slots/<YYYYMMDDHHMM>/<job-id>.json``, one small envelope per pending
+job. It is the runner's work list and what an operator sees with ``ls``; SQLite decides what is
+true. Envelopes are written atomically (temp file + rename) and never followed through symlinks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from .model import Job
+from .slots import iso, parse_slot_id, slot_id
+
+ENVELOPE_VERSION = 1
+MAX_ENVELOPE_BYTES = 64 * 1024
+_OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+
+
+def envelope(job: Job) -> dict:
+    """What the slot tree holds for a job: enough to see (and re-import) it by hand."""
+    env = {
+        "v": ENVELOPE_VERSION, "id": job.id, "kind": job.kind.value, "target": job.target,
+        "payload": json.loads(job.payload_json), "entity": job.entity_name,
+        "key": job.entity_key, "first_check_at": iso(job.first_check_at),
+        "next_check_at": iso(job.next_check_at), "check_count": job.check_count,
+    }
+    if job.headers:
+        env["headers"] = job.headers
+    return env
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # file name in the slot directory
+    path: Path
+    job_id: str | None  # the id the file name carries (<id>.json), if it looks like one
+
+
+class SlotTree:
+    def __init__(self, home: Path):
+        self.root = home / "slots"
+        self.rejected = home / "rejected"
+        self.locks = home / "locks"
+        self._made: set[str] = set()
+
+    def slot_path(self, slot: datetime) -> Path:
+        return self.root / slot_id(slot)
+
+    def _ensure(self, sid: str) -> Path:
+        path = self.root / sid
+        if sid not in self._made:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._made.add(sid)
+        return path
+
+    # -- writing --------------------------------------------------------------------------
+    def write(self, job: Job) -> Path:
+        sid = slot_id(job.next_check_at)
+        path = self._ensure(sid)
+        final = path / f"{job.id}.json"
+        tmp = path / f".{job.id}.json.tmp"
+        data = json.dumps(envelope(job), separators=(",", ":")).encode()
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                         0o600)
+        except FileNotFoundError:
+            self._made.discard(sid)  # the directory was removed under us (slot emptied)
+            path = self._ensure(sid)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+        return final
+
+    def write_many(self, jobs: Iterable[Job]) -> int:
+        n = 0
+        for job in jobs:
+            self.write(job)
+            n += 1
+        return n
+
+    def remove(self, job_id: str, slot: datetime) -> bool:
+        try:
+            os.unlink(self.slot_path(slot) / f"{job_id}.json")
+            return True
+        except FileNotFoundError:
+            return False
+
+    def remove_slot_if_empty(self, slot: datetime) -> bool:
+        sid = slot_id(slot)
+        self._made.discard(sid)
+        try:
+            os.rmdir(self.root / sid)
+            return True
+        except OSError:
+            return False
+
+    # -- reading --------------------------------------------------------------------------
+    def entries(self, slot: datetime) -> Iterator[Entry]:
+        """Every non-hidden file name in the slot directory, in name order."""
+        path = self.slot_path(slot)
+        try:
+            names = sorted(e.name for e in os.scandir(path) if not e.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for name in names:
+            job_id = name[:-5] if name.endswith(".json") else None
+            yield Entry(name, path / name, job_id)
+
+    def read(self, entry: Entry) -> dict:
+        """Parse an envelope without following symlinks; raises ValueError with the reason."""
+        try:
+            fd = os.open(entry.path, _OPEN_NOFOLLOW)
+        except OSError as e:
+            if e.errno == 40:  # ELOOP: a symlink
+                raise ValueError("is a symlink (never followed)") from None
+            raise ValueError(f"cannot open: {e.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("not a regular file")
+            if st.st_size > MAX_ENVELOPE_BYTES:
+                raise ValueError(f"too large ({st.st_size} bytes > {MAX_ENVELOPE_BYTES})")
+            raw = os.read(fd, MAX_ENVELOPE_BYTES + 1)
+        finally:
+            os.close(fd)
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"not JSON ({e})") from None
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+
+    def set_aside(self, entry: Entry, slot: datetime, reason: str) -> Path:
+        """Move a bad file out of the slot into ``rejected/<slot>/`` with a ``.reason`` note."""
+        dest_dir = self.rejected / slot_id(slot)
+        dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        dest = dest_dir / entry.name
+        os.replace(entry.path, dest)  # rename moves a symlink itself, never its target
+        (dest_dir / (entry.name + ".reason")).write_text(reason + "\n")
+        return dest
+
+    def remove_entry(self, entry: Entry) -> None:
+        try:
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            pass
+
+    def slots(self) -> list[datetime]:
+        """Slot directories present in the tree, oldest first (names that are not slot ids are
+        ignored: the tree may hold an operator's README)."""
+        out = []
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            try:
+                out.append(parse_slot_id(name))
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def temp_files(self, slot: datetime) -> list[Path]:
+        path = self.slot_path(slot)
+        try:
+            return [path / e.name for e in os.scandir(path) if e.name.endswith(".tmp")]
+        except FileNotFoundError:
+            return []
+
+    # -- locking --------------------------------------------------------------------------
+    def lock(self, slot: datetime, shard: tuple[int, int] | None = None):
+        """A per-slot (per-shard) file lock, taken without waiting: overlapping crons must not
+        queue behind each other, and freezegun-frozen clocks must not hang a timed wait."""
+        from filelock import FileLock
+
+        self.locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+        name = slot_id(slot) + (f".shard{shard[0]}of{shard[1]}" if shard else "") + ".lock"
+        return FileLock(str(self.locks / name), blocking=False)

@@ -1,0 +1,114 @@
+"""Numbered schema migrations, applied with sqlite-utils' ``Migrations`` and mirrored in
+``PRAGMA user_version`` so that opening an up-to-date database costs one pragma read (the
+sqlite-utils import is ~70 ms, too much for every ``awty add``)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_VERSION = 2
+
+
+def _m001_initial(db) -> None:
+    db.execute("""
+        CREATE TABLE future_job (
+            id TEXT PRIMARY KEY,
+            entity_name TEXT,
+            entity_key TEXT,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            headers TEXT,
+            first_check_at TEXT NOT NULL,
+            next_check_at TEXT NOT NULL,
+            check_count INTEGER NOT NULL DEFAULT 0,
+            attempt INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL DEFAULT 'pending',
+            max_checks INTEGER,
+            horizon REAL,
+            timeout REAL,
+            max_attempts INTEGER,
+            misfire_grace REAL,
+            idempotency_key TEXT,
+            fingerprint TEXT,
+            cwd TEXT,
+            lease_owner TEXT,
+            lease_until TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            last_error TEXT,
+            last_status INTEGER
+        )""")
+    # The runner's only query path: one slot, in id order.
+    db.execute("CREATE INDEX future_job_slot ON future_job (next_check_at, id)")
+    db.execute("CREATE UNIQUE INDEX future_job_idem ON future_job (idempotency_key) "
+               "WHERE idempotency_key IS NOT NULL")
+    db.execute("CREATE INDEX future_job_entity ON future_job (entity_name, entity_key)")
+    db.execute("""
+        CREATE TABLE job_history (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            entity_name TEXT,
+            entity_key TEXT,
+            outcome TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            checks INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            first_check_at TEXT NOT NULL,
+            ended_at TEXT NOT NULL,
+            created_at TEXT,
+            duration_ms REAL,
+            lateness_ms REAL,
+            last_status INTEGER,
+            error TEXT,
+            output TEXT,
+            idempotency_key TEXT,
+            fingerprint TEXT,
+            job TEXT NOT NULL
+        )""")
+    db.execute("CREATE INDEX job_history_id ON job_history (id)")
+    db.execute("CREATE INDEX job_history_ended ON job_history (ended_at)")
+    db.execute("CREATE INDEX job_history_entity ON job_history (entity_name, entity_key)")
+    db.execute("CREATE INDEX job_history_idem ON job_history (idempotency_key) "
+               "WHERE idempotency_key IS NOT NULL")
+
+
+def _m002_events(db) -> None:
+    # One row per execution: what each attempt answered, for `show` and `stats`.
+    db.execute("""
+        CREATE TABLE job_event (
+            seq INTEGER PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            slot TEXT NOT NULL,
+            check_no INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            answer TEXT NOT NULL,
+            status INTEGER,
+            duration_ms REAL,
+            lateness_ms REAL,
+            error TEXT
+        )""")
+    db.execute("CREATE INDEX job_event_job ON job_event (job_id)")
+    db.execute("CREATE INDEX job_event_at ON job_event (at)")
+
+
+MIGRATIONS = [_m001_initial, _m002_events]
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def apply(conn: sqlite3.Connection) -> int:
+    """Bring the schema to SCHEMA_VERSION; returns the version found before."""
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    migrations = Migrations("awty")
+    for i, fn in enumerate(MIGRATIONS, 1):
+        migrations(name=f"{i:04d}_{fn.__name__.split('_', 2)[-1]}")(fn)
+    db = Database(conn, execute_plugins=False, recursive_triggers=False)
+    migrations.apply(db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return found
