@@ -1,0 +1,73 @@
+"""The ``exec`` kind: ``/bin/sh -c target`` in the job's directory, payload on stdin.
+
+Exit 0 is done, or a re-check when the last non-empty stdout line is JSON with
+``recheck_at``/``recheck_in``; a non-zero exit, a signal or the timeout is a retryable failure.
+The deadline, the process-group kill and the output cap live in ``_proc``.
+"""
+
+from __future__ import annotations
+
+from ..clock import Clock
+from ..config import Settings
+from ..model import Answer, Attempt, Job, Result
+from . import _proc
+from .base import recheck_from_text, truncate
+
+SHELL = "/bin/sh"
+ERROR_LIMIT = 500
+
+
+class ExecExecutor:
+    def __init__(self, settings: Settings, clock: Clock):
+        self._settings = settings
+        self._clock = clock
+        self._limit = _proc.limiter(settings.concurrency)
+
+    async def run(self, job: Job, attempt: Attempt) -> Result:
+        try:
+            cwd = _proc.job_cwd(job)
+        except FileNotFoundError as e:
+            return Result(Answer.FAIL, error=str(e))
+        async with self._limit:
+            try:
+                proc = await _proc.run_process(
+                    [SHELL, "-c", job.target], stdin=job.payload_json.encode("utf-8"),
+                    cwd=cwd, env=_proc.job_env(job, attempt), timeout=attempt.timeout,
+                    keep=self._settings.history_output_bytes)
+            except (FileNotFoundError, NotADirectoryError, PermissionError) as e:
+                return Result(Answer.FAIL, error=truncate(f"cannot start {SHELL}: {e}",
+                                                          ERROR_LIMIT))
+            except OSError as e:  # EAGAIN, EMFILE, ENOMEM: the machine is busy, try later
+                return Result(Answer.RETRY, error=truncate(f"cannot start {SHELL}: {e}",
+                                                           ERROR_LIMIT))
+        return self._result(proc, attempt)
+
+    def _result(self, proc: _proc.ProcOutcome, attempt: Attempt) -> Result:
+        output = _proc.render_outputs(proc.stdout, proc.stderr,
+                                      self._settings.history_output_bytes)
+        rc = proc.returncode
+
+        def done(answer: Answer, **kw: object) -> Result:
+            return Result(answer, status=rc, output=output, duration=proc.duration, **kw)
+
+        if proc.timed_out:
+            return Result(Answer.RETRY, error=_proc.timeout_error(attempt.timeout),
+                          output=output, duration=proc.duration)
+        if rc is None:
+            return done(Answer.RETRY, error="the process could not be reaped")
+        if rc < 0:
+            return done(Answer.RETRY, error=_proc.signal_error(rc))
+        if rc > 0:
+            return done(Answer.RETRY, error=f"exit {rc}")
+        line = proc.stdout.last_line()
+        try:
+            at = recheck_from_text(line, self._clock.now()) if line else None
+        except ValueError as e:
+            return done(Answer.FAIL, error=truncate(f"bad re-check in the last output line: {e}",
+                                                    ERROR_LIMIT))
+        if at is not None:
+            return done(Answer.RECHECK, recheck_at=at)
+        return done(Answer.DONE)
+
+    async def close(self) -> None:
+        """Nothing pooled: every process is reaped (or its group killed) within its run."""

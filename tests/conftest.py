@@ -1,0 +1,64 @@
+"""Shared fixtures: a real home in tmp_path, a FixedClock, a pinned Rich width, and freezegun
+told to leave the event loop and file locks alone (PITFALLS: frozen monotonic time hangs them)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import freezegun
+import pytest
+
+from awty.api import Awty
+from awty.clock import FixedClock
+
+freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent"])
+
+T0 = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("COLUMNS", "200")
+    for name in list(os.environ):
+        if name.startswith("AWTY_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(T0)
+
+
+@pytest.fixture
+def awty(home, clock):
+    with Awty(home, clock=clock, env={}) as a:
+        yield a
+
+
+def db_rows(home: Path, table: str) -> list[dict]:
+    import sqlite3
+
+    path = home / "awty.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(f"SELECT * FROM {table}")]
+    finally:
+        conn.close()
+
+
+def tree_files(home: Path) -> list[str]:
+    root = home / "slots"
+    if not root.exists():
+        return []
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())

@@ -1,0 +1,174 @@
+import json
+import os
+from datetime import timedelta
+
+import pytest
+
+from awty.api import Awty
+from awty.errors import Conflict, InvalidInput, JobNotFound
+from awty.model import Outcome
+from awty.slots import slot_for, slot_id
+from conftest import T0, db_rows, tree_files
+
+
+def test_add_in_2h_lands_in_row_and_slot_dir(awty, home):
+    res = awty.add("https://example.com/hook", in_="2h", payload={"order": 42},
+                   entity="order", key="42")
+    due = T0 + timedelta(hours=2)
+    assert res.created and res.slot == slot_for(due, 15)
+    rows = db_rows(home, "future_job")
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["id"] == res.job.id
+    assert row["first_check_at"] == "2026-11-22T12:07:12Z"
+    assert row["next_check_at"] == "2026-11-22T12:15:00Z"
+    assert res.job.first_check_at == due
+    assert json.loads(row["payload"]) == {"order": 42}
+    assert row["status"] == "pending" and row["check_count"] == 0
+    assert tree_files(home) == [f"202611221215/{res.job.id}.json"]
+    env = json.loads((home / "slots" / "202611221215" / f"{res.job.id}.json").read_text())
+    assert env["id"] == res.job.id and env["target"] == "https://example.com/hook"
+    assert env["payload"] == {"order": 42}
+
+
+def test_home_and_db_permissions_under_permissive_umask(home, clock):
+    old = os.umask(0)
+    try:
+        with Awty(home, clock=clock, env={}) as a:
+            a.add("https://example.com/", in_="1h")
+    finally:
+        os.umask(old)
+    assert (home.stat().st_mode & 0o777) == 0o700
+    assert ((home / "awty.db").stat().st_mode & 0o777) == 0o600
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"at": "2026-11-22T09:00:00Z"}, "in the past"),
+    ({"in_": "2h", "payload_json": "{not json"}, "not JSON"),
+    ({"in_": "2h", "payload": "x" * 5000}, "over the limit"),
+    ({"in_": "400d"}, "max_delay"),
+    ({"in_": "2h", "at": "now"}, "either"),
+    ({}, "missing time"),
+    ({"in_": "soon"}, "not a duration"),
+    ({"in_": "2h", "headers": ["Host: evil"]}, "set by awty"),
+    ({"in_": "2h", "headers": ["X-A: b\r\nX-B: c"]}, "single line"),
+    ({"in_": "2h", "max_checks": -1}, "max_checks"),
+])
+def test_bad_input_changes_nothing(awty, home, kwargs, message):
+    with pytest.raises(InvalidInput, match=message):
+        awty.add("https://example.com/", **kwargs)
+    assert db_rows(home, "future_job") == []
+    assert tree_files(home) == []
+
+
+@pytest.mark.parametrize("target, message", [
+    ("ftp://example.com/x", "http"),
+    ("http://169.254.169.254/latest/meta-data", "link-local"),
+    ("http://[fe80::1]/x", "link-local"),
+    ("not a url", "URL"),
+    ("example.com/x", "http"),
+])
+def test_bad_targets_refused(awty, target, message):
+    with pytest.raises(InvalidInput, match=message):
+        awty.add(target, in_="1h")
+
+
+def test_allow_list_and_private_networks(home, clock):
+    a = Awty(home, clock=clock, env={}, allowed_callbacks="https://hooks.example.com/",
+             deny_private_networks=True)
+    a.add("https://hooks.example.com/x", in_="1h")
+    with pytest.raises(InvalidInput, match="allow"):
+        a.add("https://other.example.com/x", in_="1h")
+    b = Awty(home, clock=clock, env={}, deny_private_networks=True)
+    with pytest.raises(InvalidInput):
+        b.add("http://127.0.0.1:8080/x", in_="1h")
+    with pytest.raises(InvalidInput):
+        b.add("http://10.1.2.3/x", in_="1h")
+
+
+def test_idempotency_key(awty, home):
+    first = awty.add("https://example.com/", in_="2h", payload={"a": 1}, idempotency_key="k1")
+    again = awty.add("https://example.com/", in_="2h", payload={"a": 1}, idempotency_key="k1")
+    assert again.job.id == first.job.id and not again.created
+    with pytest.raises(Conflict, match="different job"):
+        awty.add("https://example.com/", in_="2h", payload={"a": 2}, idempotency_key="k1")
+    assert len(db_rows(home, "future_job")) == 1
+    # Still honoured after the job ended.
+    awty.cancel([first.job.id])
+    after = awty.add("https://example.com/", in_="2h", payload={"a": 1}, idempotency_key="k1")
+    assert after.job.id == first.job.id and not after.created
+
+
+def test_cancel_by_id_removes_row_and_file_and_writes_history(awty, home):
+    res = awty.add("https://example.com/", in_="2h")
+    cancelled = awty.cancel([res.job.id, "01NOSUCHJOB0000000000000000"])
+    assert [j.id for j in cancelled] == [res.job.id]
+    assert db_rows(home, "future_job") == []
+    assert tree_files(home) == []
+    hist = db_rows(home, "job_history")
+    assert [(h["id"], h["outcome"]) for h in hist] == [(res.job.id, "cancelled")]
+    shown = awty.get(res.job.id)
+    assert shown[-1].outcome is Outcome.CANCELLED
+
+
+def test_cancel_entity(awty, home):
+    a = awty.add("https://example.com/", in_="2h", entity="order", key="1")
+    awty.add("https://example.com/", in_="3h", entity="order", key="1")
+    c = awty.add("https://example.com/", in_="2h", entity="order", key="2")
+    d = awty.add("https://example.com/", in_="2h", entity="invoice", key="1")
+    gone = awty.cancel_entity("order", "1")
+    assert len(gone) == 2 and a.job.id in {j.id for j in gone}
+    left = {r["id"] for r in db_rows(home, "future_job")}
+    assert left == {c.job.id, d.job.id}
+    assert len(awty.cancel_entity("order")) == 1
+    assert {r["id"] for r in db_rows(home, "future_job")} == {d.job.id}
+    assert len(tree_files(home)) == 1
+
+
+def test_reschedule_moves_row_and_file(awty, home):
+    res = awty.add("https://example.com/", in_="2h")
+    moved = awty.reschedule(res.job.id, in_="1d")
+    assert moved.next_check_at == slot_for(T0 + timedelta(days=1), 15)
+    assert moved.first_check_at == res.job.first_check_at  # immutable
+    assert tree_files(home) == [f"{slot_id(moved.next_check_at)}/{res.job.id}.json"]
+    with pytest.raises(JobNotFound):
+        awty.reschedule("01NOSUCHJOB0000000000000000", in_="1h")
+
+
+def test_add_many_all_or_nothing(awty, home):
+    specs = [{"target": "https://example.com/a", "in": "1h"},
+             {"target": "https://example.com/b", "in": "2h", "payload": [1, 2]},
+             {"target": "ftp://bad", "in": "1h"}]
+    with pytest.raises(InvalidInput, match="line 3"):
+        awty.add_many(specs)
+    assert db_rows(home, "future_job") == [] and tree_files(home) == []
+    res = awty.add_many(specs[:2] + [{"target": "echo hi", "kind": "exec", "at": "now"}])
+    assert len(res) == 3 and len(db_rows(home, "future_job")) == 3
+    assert len(tree_files(home)) == 3
+
+
+def test_list_filters_and_order(awty):
+    b = awty.add("https://example.com/", in_="3h", entity="e")
+    a = awty.add("https://example.com/", in_="1h")
+    assert [j.id for j in awty.list()] == [a.job.id, b.job.id]
+    assert [j.id for j in awty.list(entity="e")] == [b.job.id]
+    assert [j.id for j in awty.list(slot=a.slot)] == [a.job.id]
+
+
+def test_unknown_config_key_is_an_error(home, clock):
+    home.mkdir(parents=True)
+    (home / "awty.toml").write_text("resolutoin = 5\n")
+    with pytest.raises(InvalidInput, match="unknown setting 'resolutoin'"):
+        Awty(home, clock=clock, env={})
+    (home / "awty.toml").write_text("resolution = 7\n")
+    with pytest.raises(InvalidInput, match="divide the hour"):
+        Awty(home, clock=clock, env={})
+
+
+def test_env_overrides_file_and_flags_override_env(home, clock):
+    home.mkdir(parents=True)
+    (home / "awty.toml").write_text("resolution = 5\nmax_checks = 3\n")
+    a = Awty(home, clock=clock, env={"AWTY_RESOLUTION": "10"})
+    assert a.settings.resolution == 10 and a.settings.max_checks == 3
+    b = Awty(home, clock=clock, env={"AWTY_RESOLUTION": "10"}, resolution=1)
+    assert b.settings.resolution == 1
