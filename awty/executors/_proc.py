@@ -158,10 +158,13 @@ async def run_process(argv: list[str], *, stdin: bytes, cwd: str | None, env: di
     timed_out = False
     try:
         pipe = transport.get_pipe_transport(0)
-        if pipe is not None:
-            if stdin:
-                pipe.write(stdin)  # buffered by the transport: never blocks on a non-reader
-            pipe.close()
+        if pipe is not None and not pipe.is_closing():
+            try:
+                if stdin:
+                    pipe.write(stdin)  # buffered by the transport: never blocks on a non-reader
+                pipe.close()
+            except (RuntimeError, OSError):
+                pass  # the command exited (or closed stdin) without reading it: uvloop says so
         if not await _wait(proto.exited, deadline - time.monotonic()):
             timed_out = True
             killpg(pid)

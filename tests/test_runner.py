@@ -1,0 +1,343 @@
+"""The runner against a real HTTP receiver on 127.0.0.1, a real SQLite file and slot tree,
+and a FixedClock moved slot by slot (never sleeping for a slot)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from freezegun import freeze_time
+from standardwebhooks.webhooks import Webhook
+
+from awty.api import Awty
+from awty.errors import InvalidInput
+from awty.slots import iso, slot_for, slot_id
+from conftest import T0, db_rows, tree_files
+from receiver import Receiver, Reply
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@pytest.fixture
+def rx():
+    with Receiver() as r:
+        yield r
+
+
+def make(home, clock, **overrides):
+    env = overrides.pop("env", {})
+    overrides.setdefault("quick_retries", 0)
+    return Awty(home, clock=clock, env=env, **overrides)
+
+
+def fire(a, clock, at):
+    """Move the clock to ``at`` and run the slot that has just passed, as cron would."""
+    clock.set(at)
+    return a.run_slot()
+
+
+def hist(home):
+    return {h["id"]: h for h in db_rows(home, "job_history")}
+
+
+def test_every_job_delivered_once_in_order_signed(home, clock, rx):
+    a = make(home, clock, env={"AWTY_SIGNING_SECRET": SECRET}, concurrency=1)
+    ids = [a.add(rx.url(f"/j{i}"), in_="5m", payload={"n": i}, entity="order",
+                 key=str(i)).job.id for i in range(20)]
+    slot = slot_for(T0 + timedelta(minutes=5), 15)
+    summary = fire(a, clock, slot + timedelta(seconds=3))
+    assert summary.outcomes == {"done": 20} and summary.ran == 20
+    reqs = rx.requests()
+    assert [r.headers["webhook-id"] for r in reqs] == sorted(ids)  # claim order = id order
+    first = next(r for r in reqs if r.headers["webhook-id"] == ids[0])
+    body = json.loads(first.body)
+    assert body == {"id": ids[0], "entity": "order", "key": "0", "payload": {"n": 0},
+                    "check": 1, "attempt": 1, "slot": slot_id(slot),
+                    "first_check_at": iso(T0 + timedelta(minutes=5))}
+    h = first.headers
+    assert h["content-type"] == "application/json" and h["user-agent"].startswith("awty/")
+    assert h["x-awty-check"] == "1" and h["x-awty-attempt"] == "1"
+    assert int(h["webhook-timestamp"]) == int(clock.now().timestamp())  # the attempt's time
+    with freeze_time(clock.now()):
+        for r in reqs:
+            Webhook(SECRET).verify(r.body, r.headers)
+    assert db_rows(home, "future_job") == [] and tree_files(home) == []
+    assert not (home / "slots" / slot_id(slot)).exists()  # emptied slot removed
+    assert {v["outcome"] for v in hist(home).values()} == {"done"}
+
+
+def test_recheck_moves_to_later_slot_then_max_checks_expires(home, clock, rx):
+    a = make(home, clock, max_checks=5)
+    rx.script("/r", json={"recheck_in": "1h"})
+    job = a.add(rx.url("/r"), in_="1m").job
+    at = job.next_check_at
+    for n in range(1, 6):
+        s = fire(a, clock, at)
+        assert s.rechecked == 1
+        row = db_rows(home, "future_job")[0]
+        assert row["check_count"] == n
+        expected = slot_for(at + timedelta(hours=1), 15)
+        assert row["next_check_at"] == iso(expected)
+        assert tree_files(home) == [f"{slot_id(expected)}/{job.id}.json"]
+        at = expected
+    s = fire(a, clock, at)  # the 6th re-check request is refused
+    assert s.outcomes == {"expired": 1}
+    h = hist(home)[job.id]
+    assert (h["outcome"], h["reason"], h["checks"]) == ("expired", "max_checks", 6)
+    assert len(rx.requests("/r")) == 6
+    assert [json.loads(r.body)["check"] for r in rx.requests("/r")] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ({"recheck_in": "30d"}, "horizon"),
+    ({"recheck_at": "2020-01-01T00:00:00Z"}, "recheck_in_past"),
+])
+def test_recheck_guards(home, clock, rx, answer, reason):
+    a = make(home, clock)
+    rx.script("/g", json=answer)
+    job = a.add(rx.url("/g"), in_="1m").job
+    fire(a, clock, job.next_check_at)
+    assert (hist(home)[job.id]["outcome"], hist(home)[job.id]["reason"]) == ("expired", reason)
+
+
+def test_202_retry_after_is_a_recheck(home, clock, rx):
+    a = make(home, clock)
+    rx.script("/w", Reply(status=202, headers={"Retry-After": "3600"}), Reply(status=204))
+    job = a.add(rx.url("/w"), in_="1m").job
+    fire(a, clock, job.next_check_at)
+    row = db_rows(home, "future_job")[0]
+    assert row["check_count"] == 1 and row["attempt"] == 0
+    assert row["next_check_at"] == iso(slot_for(job.next_check_at + timedelta(hours=1), 15))
+
+
+def test_500_then_200_retried_in_a_later_slot(home, clock, rx):
+    a = make(home, clock)
+    rx.script("/f", status=[500, 200])
+    job = a.add(rx.url("/f"), in_="1m").job
+    s = fire(a, clock, job.next_check_at)
+    assert s.retried == 1
+    row = db_rows(home, "future_job")[0]
+    assert row["attempt"] == 1 and row["last_error"] == "http 500"
+    retry_slot = datetime.fromisoformat(row["next_check_at"])
+    assert retry_slot == slot_for(job.next_check_at + timedelta(seconds=10), 15)
+    s = fire(a, clock, retry_slot)
+    assert s.outcomes == {"done": 1}
+    h = hist(home)[job.id]
+    assert (h["outcome"], h["attempts"], h["last_status"]) == ("done", 2, 200)
+    assert [r.headers["x-awty-attempt"] for r in rx.requests("/f")] == ["1", "2"]
+    assert len({r.headers["webhook-id"] for r in rx.requests("/f")}) == 1  # stable id
+
+
+def test_always_500_fails_after_max_attempts_and_retry_rearms(home, clock, rx):
+    a = make(home, clock, max_attempts=3)
+    rx.script("/x", status=503)
+    job = a.add(rx.url("/x"), in_="1m").job
+    at = job.next_check_at
+    for _ in range(3):
+        fire(a, clock, at)
+        rows = db_rows(home, "future_job")
+        if rows:
+            at = datetime.fromisoformat(rows[0]["next_check_at"])
+    assert db_rows(home, "future_job") == []
+    h = hist(home)[job.id]
+    assert (h["outcome"], h["attempts"], h["reason"]) == ("failed", 3, "http 503")
+    assert len(rx.requests("/x")) == 3
+    rx.script("/x", status=200)
+    a.retry([job.id])
+    row = db_rows(home, "future_job")[0]
+    assert row["attempt"] == 0 and row["id"] == job.id
+    fire(a, clock, datetime.fromisoformat(row["next_check_at"]))
+    assert [h["outcome"] for h in db_rows(home, "job_history")] == ["failed", "done"]
+
+
+@pytest.mark.parametrize("status, outcome, reason", [
+    (404, "failed", "http 404"), (410, "gone", "http 410"), (400, "failed", "http 400"),
+])
+def test_terminal_statuses(home, clock, rx, status, outcome, reason):
+    a = make(home, clock)
+    rx.script("/t", status=status)
+    job = a.add(rx.url("/t"), in_="1m").job
+    fire(a, clock, job.next_check_at)
+    h = hist(home)[job.id]
+    assert (h["outcome"], h["reason"], h["attempts"]) == (outcome, reason, 1)
+    assert len(rx.requests("/t")) == 1
+
+
+def test_redirect_not_followed(home, clock, rx):
+    a = make(home, clock)
+    rx.script("/moved", status=302, headers={"Location": rx.url("/elsewhere")})
+    job = a.add(rx.url("/moved"), in_="1m").job
+    fire(a, clock, job.next_check_at)
+    assert hist(home)[job.id]["outcome"] == "failed"
+    assert rx.requests("/elsewhere") == []
+
+
+def test_hanging_receiver_is_cut_and_the_slot_completes(home, clock, rx):
+    a = make(home, clock, timeout="1s")
+    rx.script("/hang", hang=True)
+    hung = a.add(rx.url("/hang"), in_="1m").job
+    ok = [a.add(rx.url(f"/ok{i}"), in_="1m").job for i in range(30)]
+    started = time.monotonic()
+    s = fire(a, clock, hung.next_check_at)
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, elapsed
+    assert s.outcomes == {"done": 30} and s.retried == 1
+    row = db_rows(home, "future_job")[0]
+    assert row["id"] == hung.id and "timeout" in row["last_error"]
+    assert {h["id"] for h in db_rows(home, "job_history")} == {j.id for j in ok}
+
+
+def test_future_slot_refused(home, clock):
+    a = make(home, clock)
+    with pytest.raises(InvalidInput, match="future"):
+        a.run_slot(slot_for(T0 + timedelta(hours=1), 15))
+
+
+def test_cancelled_job_not_delivered(home, clock, rx):
+    a = make(home, clock)
+    keep = a.add(rx.url("/keep"), in_="1m").job
+    drop = a.add(rx.url("/drop"), in_="1m").job
+    a.cancel([drop.id])
+    assert not (home / "slots" / slot_id(drop.next_check_at) / f"{drop.id}.json").exists()
+    fire(a, clock, keep.next_check_at)
+    assert rx.requests("/drop") == [] and len(rx.requests("/keep")) == 1
+
+
+def test_orphan_file_is_removed_not_run(home, clock, rx):
+    a = make(home, clock)
+    job = a.add(rx.url("/o"), in_="1m").job
+    path = home / "slots" / slot_id(job.next_check_at) / f"{job.id}.json"
+    saved = path.read_bytes()
+    a.cancel([job.id])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(saved)  # a stale envelope of an ended job (e.g. a crash mid-cancel)
+    s = fire(a, clock, job.next_check_at)
+    assert s.orphans_removed == 1 and rx.requests("/o") == []
+    assert tree_files(home) == []
+
+
+def test_row_without_file_still_runs(home, clock, rx):
+    a = make(home, clock)
+    job = a.add(rx.url("/nofile"), in_="1m").job
+    os.unlink(home / "slots" / slot_id(job.next_check_at) / f"{job.id}.json")
+    fire(a, clock, job.next_check_at)
+    assert len(rx.requests("/nofile")) == 1
+
+
+def test_drop_in_envelope_runs_and_malformed_is_set_aside(home, clock, rx):
+    a = make(home, clock)
+    real = a.add(rx.url("/real"), in_="1m").job
+    slot_dir = home / "slots" / slot_id(real.next_check_at)
+    (slot_dir / "from-another-program.json").write_text(json.dumps(
+        {"target": rx.url("/dropped"), "payload": {"hello": "world"}, "entity": "x"}))
+    (slot_dir / "broken.json").write_text("{not json")
+    (slot_dir / "bad-target.json").write_text(json.dumps({"target": "ftp://nope"}))
+    s = fire(a, clock, real.next_check_at)
+    assert s.imported == 1 and s.rejected == 2
+    assert s.outcomes == {"done": 2}
+    dropped = rx.requests("/dropped")
+    assert len(dropped) == 1 and json.loads(dropped[0].body)["payload"] == {"hello": "world"}
+    rejected = home / "rejected" / slot_id(real.next_check_at)
+    assert (rejected / "broken.json").exists()
+    assert "not JSON" in (rejected / "broken.json.reason").read_text()
+    assert "http" in (rejected / "bad-target.json.reason").read_text()
+
+
+def test_exec_and_python_jobs_through_the_runner(home, clock, tmp_path, monkeypatch):
+    a = make(home, clock)
+    mod = tmp_path / "checks_mod.py"
+    mod.write_text("from datetime import timedelta\n"
+                   "def later(job):\n    return timedelta(hours=2)\n"
+                   "def done(job):\n    return None\n")
+    out = tmp_path / "out.txt"
+    monkeypatch.chdir(tmp_path)
+    e1 = a.add(f"cat > {out}; echo ok", kind="exec", in_="1m", payload={"p": 1}).job
+    e2 = a.add("echo '{\"recheck_in\": \"1h\"}'", kind="exec", in_="1m").job
+    e3 = a.add("exit 4", kind="exec", in_="1m", max_attempts=1).job
+    p1 = a.add("checks_mod:later", kind="python", in_="1m").job
+    p2 = a.add("checks_mod:done", kind="python", in_="1m").job
+    s = fire(a, clock, e1.next_check_at)
+    assert json.loads(out.read_text()) == {"p": 1}
+    h = hist(home)
+    assert h[e1.id]["outcome"] == "done" and h[p2.id]["outcome"] == "done"
+    assert (h[e3.id]["outcome"], h[e3.id]["reason"], h[e3.id]["last_status"]) == \
+        ("failed", "exit 4", 4)
+    pending = {r["id"]: r for r in db_rows(home, "future_job")}
+    assert pending[e2.id]["check_count"] == 1 and pending[p1.id]["check_count"] == 1
+    assert s.rechecked == 2
+
+
+def test_history_and_show_events(home, clock, rx):
+    a = make(home, clock)
+    rx.script("/h", status=[500, 200])
+    job = a.add(rx.url("/h"), in_="1m").job
+    fire(a, clock, job.next_check_at)
+    fire(a, clock, datetime.fromisoformat(db_rows(home, "future_job")[0]["next_check_at"]))
+    events = a.events(job.id)
+    assert [(e["attempt"], e["answer"], e["status"]) for e in events] == \
+        [(1, "retry", 500), (2, "done", 200)]
+    rows = a.history(outcome="done")
+    assert [r.id for r in rows] == [job.id]
+
+
+def test_quick_retry_absorbs_a_dropped_connection(home, clock, rx):
+    a = make(home, clock, quick_retries=1)
+    rx.script("/q", Reply(status=503), Reply(status=200))
+    job = a.add(rx.url("/q"), in_="1m").job
+    s = fire(a, clock, job.next_check_at)
+    assert s.outcomes == {"done": 1}
+    assert hist(home)[job.id]["attempts"] == 2
+
+
+def test_breaker_defers_an_unreachable_host(home, clock):
+    from receiver import free_port
+
+    a = make(home, clock, breaker_threshold=3, concurrency=1)
+    port = free_port()  # nothing listens there
+    jobs = [a.add(f"http://127.0.0.1:{port}/x{i}", in_="1m").job for i in range(10)]
+    s = fire(a, clock, jobs[0].next_check_at)
+    assert s.retried == 3 and s.deferred == 7
+    rows = db_rows(home, "future_job")
+    deferred = [r for r in rows if r["attempt"] == 0]
+    assert len(deferred) == 7  # no attempt counted for the deferred
+    nxt = slot_for(jobs[0].next_check_at + timedelta(seconds=1), 15)
+    assert {r["next_check_at"] for r in deferred} == {iso(nxt)}
+
+
+# --- real processes ------------------------------------------------------------------------
+def awty_proc(home, *args, now):
+    env = {**os.environ, "AWTY_HOME": str(home), "AWTY_NOW": iso(now)}
+    return subprocess.Popen([sys.executable, "-m", "awty", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_runners_at_once_deliver_each_job_exactly_once(home, clock, rx):
+    a = make(home, clock)
+    jobs = [a.add(rx.url(f"/p{i}"), in_="1m").job for i in range(200)]
+    rx.script("/p", delay=0.0)
+    at = jobs[0].next_check_at + timedelta(seconds=1)
+    procs = [awty_proc(home, "run-slot", "--json", now=at) for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    ids = [r.headers["webhook-id"] for r in rx.requests()]
+    assert sorted(ids) == sorted(j.id for j in jobs)  # each exactly once
+    assert len(db_rows(home, "job_history")) == 200
+    docs = [json.loads(o[0]) for o in outs]
+    assert sum(d["ran"] for d in docs) == 200
+
+
+def test_run_slot_cli_json_summary(home, clock, rx):
+    a = make(home, clock)
+    job = a.add(rx.url("/c"), in_="1m").job
+    p = awty_proc(home, "run-slot", slot_id(job.next_check_at), "--json",
+                  now=job.next_check_at + timedelta(seconds=5))
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    doc = json.loads(out)
+    assert doc["slot"] == slot_id(job.next_check_at) and doc["outcomes"] == {"done": 1}
+    p = awty_proc(home, "run-slot", "209901010000", now=job.next_check_at)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 2 and "future" in err
