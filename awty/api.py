@@ -61,6 +61,7 @@ class Awty:
         return self._store
 
     def close(self) -> None:
+        self.tree.close()
         if self._store is not None:
             self._store.close()
             self._store = None

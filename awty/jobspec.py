@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import lru_cache
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
@@ -26,6 +27,8 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _PY_TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 _MAX_TEXT = 1024
+# json.dumps with non-default options builds a new encoder per call: build it once.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def fingerprint(job: Job) -> str:
@@ -38,7 +41,7 @@ def fingerprint(job: Job) -> str:
 
 def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
           local: tzinfo | None = None, cwd: str | None = None,
-          due: datetime | None = None) -> tuple[Job, str]:
+          due: datetime | None = None) -> tuple[Job, str | None]:
     """Validate one job spec; raises ``InvalidInput`` naming the offending field.
     ``due`` (used for dropped-in envelopes) replaces at/in."""
     unknown = set(spec) - SPEC_KEYS
@@ -66,7 +69,8 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         cwd=(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
         created_at=now, updated_at=now,
     )
-    return job, fingerprint(job)
+    # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
+    return job, fingerprint(job) if job.idempotency_key else None
 
 
 def _kind(value: Any) -> Kind:
@@ -82,12 +86,18 @@ def _target(kind: Kind, value: Any, settings: Settings) -> str:
     if len(value) > 8192:
         raise InvalidInput("target: longer than 8192 characters")
     if kind is Kind.HTTP:
-        from .netguard import check_url
-
-        return check_url(value.strip(), settings)
+        return _checked_url(value.strip(), settings)
     if kind is Kind.PYTHON and not _PY_TARGET.match(value.strip()):
         raise InvalidInput(f"target: {value!r} is not package.module:function")
     return value
+
+
+@lru_cache(maxsize=1024)
+def _checked_url(url: str, settings: Settings) -> str:
+    # Cached: a batch usually sends many jobs to a few URLs; refusals raise and are not cached.
+    from .netguard import check_url
+
+    return check_url(url, settings)
 
 
 def _payload(spec: dict[str, Any], settings: Settings) -> str:
@@ -100,7 +110,7 @@ def _payload(spec: dict[str, Any], settings: Settings) -> str:
     else:
         value = spec.get("payload")
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _COMPACT(value)
     except (ValueError, TypeError) as e:
         raise InvalidInput(f"payload: cannot be stored as JSON ({e})") from None
     size = len(text.encode())

@@ -5,6 +5,7 @@ true. Envelopes are written atomically (temp file + rename) and never followed t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -19,19 +20,45 @@ from .slots import iso, parse_slot_id, slot_id
 ENVELOPE_VERSION = 1
 MAX_ENVELOPE_BYTES = 64 * 1024
 _OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+_OPEN_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
 
 
-def envelope(job: Job) -> dict:
-    """What the slot tree holds for a job: enough to see (and re-import) it by hand."""
-    env = {
-        "v": ENVELOPE_VERSION, "id": job.id, "kind": job.kind.value, "target": job.target,
-        "payload": json.loads(job.payload_json), "entity": job.entity_name,
-        "key": job.entity_key, "first_check_at": iso(job.first_check_at),
-        "next_check_at": iso(job.next_check_at), "check_count": job.check_count,
-    }
+def envelope_bytes(job: Job) -> bytes:
+    """What the slot tree holds for a job: enough to see (and re-import) it by hand. Built as
+    text around the stored payload JSON, which is embedded as-is (no re-parse per job)."""
+    d = json.dumps
+    head = (f'{{"v":{ENVELOPE_VERSION},"id":"{job.id}","kind":"{job.kind.value}",'
+            f'"target":{d(job.target)},"entity":{d(job.entity_name)},"key":{d(job.entity_key)},'
+            f'"first_check_at":"{iso(job.first_check_at)}",'
+            f'"next_check_at":"{iso(job.next_check_at)}","check_count":{job.check_count},')
     if job.headers:
-        env["headers"] = job.headers
-    return env
+        head += f'"headers":{d(job.headers)},'
+    return (head + f'"payload":{job.payload_json}}}').encode()
+
+
+# O_TMPFILE + link: an unnamed file made whole, then given its name in one step. Atomic like
+# temp + rename, and a third cheaper (12 µs vs 19 µs a file here), which is what lets
+# add_many reach its target. Filesystems without O_TMPFILE fall back to temp + rename.
+_TMPFILE_OK = [hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")]
+
+
+def _link_new(dfd: int, final: str, data: bytes) -> None:
+    fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, 0o600, dir_fd=dfd)
+    try:
+        os.write(fd, data)
+        os.link(f"/proc/self/fd/{fd}", final, dst_dir_fd=dfd, follow_symlinks=True)
+    finally:
+        os.close(fd)
+
+
+def _rename_into(dfd: int, final: str, data: bytes) -> None:
+    tmp = "." + final + ".tmp"
+    fd = os.open(tmp, _OPEN_WRITE, 0o600, dir_fd=dfd)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.rename(tmp, final, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
 @dataclass(frozen=True)
@@ -47,6 +74,7 @@ class SlotTree:
         self.rejected = home / "rejected"
         self.locks = home / "locks"
         self._made: set[str] = set()
+        self._fds: dict[str, int] = {}
 
     def slot_path(self, slot: datetime) -> Path:
         return self.root / slot_id(slot)
@@ -59,25 +87,51 @@ class SlotTree:
         return path
 
     # -- writing --------------------------------------------------------------------------
-    def write(self, job: Job) -> Path:
+    def write(self, job: Job) -> None:
+        """Write (or replace) the job's envelope in its slot, atomically: a reader sees the
+        whole file or none. Relative to an open descriptor of the slot directory (no path walk
+        per file, never through a symlinked slot)."""
         sid = slot_id(job.next_check_at)
-        path = self._ensure(sid)
-        final = path / f"{job.id}.json"
-        tmp = path / f".{job.id}.json.tmp"
-        data = json.dumps(envelope(job), separators=(",", ":")).encode()
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                         0o600)
-        except FileNotFoundError:
-            self._made.discard(sid)  # the directory was removed under us (slot emptied)
-            path = self._ensure(sid)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
+        data = envelope_bytes(job)
+        final = f"{job.id}.json"
+        for again in (False, True):
+            dfd = self._dir_fd(sid)
+            try:
+                if _TMPFILE_OK[0]:
+                    try:
+                        return _link_new(dfd, final, data)
+                    except FileExistsError:
+                        pass  # replacing an envelope: rename over it below
+                    except OSError as e:
+                        if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                            raise
+                        _TMPFILE_OK[0] = False
+                return _rename_into(dfd, final, data)
+            except FileNotFoundError:
+                if again:
+                    raise
+                self._forget(sid)  # the directory was removed under us (its slot emptied)
+
+    def _dir_fd(self, sid: str) -> int:
+        fd = self._fds.get(sid)
+        if fd is None:
+            self._ensure(sid)
+            fd = os.open(self.root / sid, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            if len(self._fds) >= 64:
+                self.close()
+            self._fds[sid] = fd
+        return fd
+
+    def _forget(self, sid: str) -> None:
+        self._made.discard(sid)
+        fd = self._fds.pop(sid, None)
+        if fd is not None:
             os.close(fd)
-        os.replace(tmp, final)
-        return final
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
     def write_many(self, jobs: Iterable[Job]) -> int:
         n = 0
@@ -95,7 +149,7 @@ class SlotTree:
 
     def remove_slot_if_empty(self, slot: datetime) -> bool:
         sid = slot_id(slot)
-        self._made.discard(sid)
+        self._forget(sid)
         try:
             os.rmdir(self.root / sid)
             return True

@@ -8,6 +8,7 @@ A job due at t belongs to slot ``ceil(t / R)``: it never fires before t and at m
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from datetime import UTC, datetime, timedelta, tzinfo
 
 RESOLUTIONS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
@@ -73,7 +74,9 @@ def parse_slot_id(text: str) -> datetime:
 ISO_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
+@lru_cache(maxsize=4096)
 def iso(at: datetime) -> str:
+    # Cached: a batch stamps thousands of rows with the same few instants.
     return at.astimezone(UTC).strftime(ISO_FORMAT)
 
 
@@ -95,6 +98,17 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 def parse_duration(text: str | int | float) -> float:
     """``90s 15m 2h 1d 1h30m 1w`` (or a bare number of seconds) -> seconds."""
+    if isinstance(text, str):
+        return _parse_duration_text(text)
+    return _parse_duration(text)
+
+
+@lru_cache(maxsize=1024)
+def _parse_duration_text(text: str) -> float:
+    return _parse_duration(text)
+
+
+def _parse_duration(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise ValueError(f"not a duration: {text!r}")
     if isinstance(text, int | float):

@@ -1,0 +1,593 @@
+"""The ``http`` executor: one signed JSON POST per check, built for throughput.
+
+A bare ``asyncio.Protocol`` client with responses parsed by httptools (uvicorn's C parser), on
+whatever event loop is running (the runner picks uvloop when it can; this module never installs
+a loop policy). Keep-alive pools per (scheme, host, port), at most ``per_host_concurrency``
+connections per host; a host name is resolved once per executor and every address it resolves
+to is checked by ``netguard.address_refusal`` before the connection is made to that address, so
+there is no DNS-rebinding window. Redirects are never followed.
+
+Answers (SPEC 4): 2xx -> DONE, or RECHECK when the JSON body has ``recheck_at``/``recheck_in``
+or the status is 202 with ``Retry-After``; 410 -> GONE; 408/425/429/5xx, timeouts and
+connection errors -> RETRY (honouring ``Retry-After``); 3xx and other 4xx -> FAIL.
+A per-host circuit breaker defers a host's remaining jobs after repeated connection failures or
+timeouts. ``run`` never raises for a job's failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from json.encoder import encode_basestring_ascii as _json_str  # type: ignore[attr-defined]
+from urllib.parse import quote, urlsplit
+
+import httptools
+
+from .. import __version__, netguard, signing
+from ..clock import Clock
+from ..config import Settings
+from ..errors import InvalidInput
+from ..model import Answer, Attempt, Job, Result
+from ..slots import iso
+from .base import recheck_from_text, truncate
+
+OUTPUT_CHARS = 500  # Result.output keeps this much of the response body
+RETRYABLE_STATUS = frozenset({408, 425, 429})
+# Headers awty writes itself; a job's own headers may not replace or duplicate them, nor change
+# the message framing (hop-by-hop headers).
+RESERVED_HEADERS = frozenset({
+    "host", "content-length", "content-type", "user-agent", "transfer-encoding", "connection",
+    "keep-alive", "te", "trailer", "upgrade", "expect", "proxy-connection",
+    "x-awty-check", "x-awty-attempt",
+})
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_VISIBLE = re.compile(r"[!-~]+")
+
+_monotonic = time.monotonic
+
+
+def callback_body(job: Job, attempt: Attempt) -> bytes:
+    """The exact bytes POSTed for one attempt: compact JSON with the job's stored payload JSON
+    embedded verbatim (not re-parsed)."""
+    entity = "null" if job.entity_name is None else _json_str(job.entity_name)
+    key = "null" if job.entity_key is None else _json_str(job.entity_key)
+    return (f'{{"id":{_json_str(job.id)},"entity":{entity},"key":{key},'
+            f'"payload":{job.payload_json or "null"},"check":{attempt.check:d},'
+            f'"attempt":{attempt.attempt:d},"slot":{_json_str(attempt.slot)},'
+            f'"first_check_at":"{iso(job.first_check_at)}"}}').encode()
+
+
+# --- the wire ------------------------------------------------------------------------------
+class _Closed(Exception):
+    """The connection ended before a response's headers arrived."""
+
+    def __init__(self, got_bytes: bool, exc: BaseException | None):
+        self.got_bytes = got_bytes
+        self.exc = exc
+        super().__init__(_describe_lost(got_bytes, exc))
+
+
+class _BadResponse(Exception):
+    pass
+
+
+def _describe_lost(got_bytes: bool, exc: BaseException | None) -> str:
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset by peer"
+    if exc is not None:
+        return f"connection lost ({_oserror_text(exc)})"
+    if got_bytes:
+        return "connection closed in the middle of the response headers"
+    return "connection closed before a response"
+
+
+class _Conn(asyncio.Protocol):
+    """One HTTP/1.1 client connection: one request at a time, response via httptools."""
+
+    __slots__ = ("transport", "parser", "waiter", "closed", "got_bytes", "headers_done",
+                 "status", "retry_after", "chunks", "size", "cap", "truncated", "keep_alive",
+                 "on_lost")
+
+    def __init__(self, cap: int, on_lost: Callable[[_Conn], None]):
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.waiter: asyncio.Future[None] | None = None
+        self.closed = False
+        self.cap = cap
+        self.on_lost = on_lost
+        self._reset()
+
+    def _reset(self) -> None:
+        self.got_bytes = False
+        self.headers_done = False
+        self.status = 0
+        self.retry_after: bytes | None = None
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+        self.keep_alive = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport):  # type: ignore[override]
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        w = self.waiter
+        if w is None or w.done():
+            # Bytes nobody asked for (or the tail of a response we stopped reading): this
+            # connection's framing can no longer be trusted.
+            self.closed = True
+            self.transport.abort()  # type: ignore[union-attr]
+            return
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(_BadResponse("unexpected protocol upgrade"))
+        except httptools.HttpParserError as e:
+            if not w.done():
+                self._fail(_BadResponse(f"malformed HTTP response ({e})"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.on_lost(self)
+        w = self.waiter
+        if w is not None and not w.done():
+            if self.headers_done:  # a body delimited by the connection's end, or cut short
+                self.keep_alive = False
+                w.set_result(None)
+            else:
+                w.set_exception(_Closed(self.got_bytes, exc))
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == 11 and name.lower() == b"retry-after":
+            self.retry_after = value
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        if self.truncated:
+            return
+        room = self.cap - self.size
+        if len(body) > room:
+            if room > 0:
+                self.chunks.append(body[:room])
+            self.size = self.cap
+            self.truncated = True
+            self.keep_alive = False
+            w = self.waiter
+            if w is not None and not w.done():
+                w.set_result(None)
+            return
+        self.chunks.append(body)
+        self.size += len(body)
+
+    def on_message_complete(self) -> None:
+        status = self.status
+        if 100 <= status < 200 and status != 101:  # an interim response: the real one follows
+            self.headers_done = False
+            self.status = 0
+            self.retry_after = None
+            return
+        if self.truncated:
+            return
+        self.keep_alive = self.parser.should_keep_alive()
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # client side
+    def _fail(self, exc: BaseException) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_exception(exc)
+        self.closed = True
+        self.transport.abort()  # type: ignore[union-attr]
+
+    def send(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        self._reset()
+        self.waiter = w = loop.create_future()
+        self.transport.write(data)  # type: ignore[union-attr]
+        return w
+
+    def body(self) -> bytes:
+        c = self.chunks
+        return c[0] if len(c) == 1 else b"".join(c)
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+# --- per host and per target state -----------------------------------------------------------
+class _Pool:
+    __slots__ = ("key", "host", "port", "tls", "sni", "idle", "sem", "failures", "addrs",
+                 "refusal", "dns_error", "resolving")
+
+    def __init__(self, key: tuple[str, str, int], host: str, sni: str, limit: int):
+        self.key = key
+        self.host = host  # for messages: the host as the URL names it
+        self.port = key[2]
+        self.tls = key[0] == "https"
+        self.sni = sni
+        self.idle: list[_Conn] = []
+        self.sem = asyncio.Semaphore(limit)
+        self.failures = 0  # consecutive connection failures / timeouts (the circuit breaker)
+        self.addrs: list[tuple[int, tuple]] | None = None
+        self.refusal: str | None = None
+        self.dns_error: str | None = None
+        self.resolving: asyncio.Task[None] | None = None
+
+
+class _Target:
+    __slots__ = ("error", "pool", "head")
+
+    def __init__(self, error: str | None = None, pool: _Pool | None = None, head: str = ""):
+        self.error = error
+        self.pool = pool
+        self.head = head  # request line + Host + the fixed headers
+
+
+def _oserror_text(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed: {e.verify_message or e.reason}"
+    if isinstance(e, ssl.SSLError):
+        return f"TLS error: {e.reason or e}"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(e, ConnectionResetError):
+        return "connection reset by peer"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror.lower() if e.strerror[:1].isupper() else e.strerror
+    return str(e) or type(e).__name__
+
+
+def _seconds_text(s: float) -> str:
+    return f"{s:g}s"
+
+
+def _parse_retry_after(raw: bytes | None, now: datetime) -> float | None:
+    """Retry-After as delta-seconds or an HTTP-date; None when absent or unreadable."""
+    if raw is None:
+        return None
+    s = raw.decode("latin-1").strip()
+    if s.isdigit():
+        return float(int(s))
+    try:
+        at = parsedate_to_datetime(s)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if at is None:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return max(0.0, (at - now).total_seconds())
+
+
+# --- the executor ----------------------------------------------------------------------------
+class HttpExecutor:
+    """Runs ``http`` jobs. Create it inside the event loop that will run it (or let it bind to
+    the running loop on the first ``run``); call ``close`` once after the last ``run``."""
+
+    def __init__(self, settings: Settings, clock: Clock, secret: bytes | None,
+                 user_agent: str = f"awty/{__version__}"):
+        self._settings = settings
+        self._clock = clock
+        self._secret = secret
+        self._fixed = (f"Content-Type: application/json\r\nUser-Agent: {user_agent}\r\n")
+        if _BAD_VALUE.search(user_agent):
+            raise ValueError("user_agent contains control characters")
+        self._cap = max(0, int(settings.max_response_bytes))
+        self._threshold = max(1, int(settings.breaker_threshold))
+        self._per_host = max(1, int(settings.per_host_concurrency))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._targets: dict[str, _Target] = {}
+        self._pools: dict[tuple[str, str, int], _Pool] = {}
+        self._conns: set[_Conn] = set()
+        self._ssl: ssl.SSLContext | None = None
+        self._closed = False
+
+    # -- public ---------------------------------------------------------------------------
+    async def run(self, job: Job, attempt: Attempt) -> Result:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._bind(loop)
+        t = self._targets.get(job.target)
+        if t is None:
+            t = self._target(job.target)
+        if t.error is not None:
+            return Result(Answer.FAIL, error=t.error)
+        pool = t.pool
+        assert pool is not None
+        if pool.failures >= self._threshold:
+            return self._deferred(pool)
+        async with pool.sem:
+            if pool.failures >= self._threshold:  # opened while this job waited its turn
+                return self._deferred(pool)
+            t0 = _monotonic()
+            timeout = attempt.timeout
+            try:
+                async with asyncio.timeout(timeout):
+                    return await self._attempt(job, attempt, t, pool, loop, t0)
+            except TimeoutError:
+                pool.failures += 1
+                return Result(Answer.RETRY, error=f"timeout after {_seconds_text(timeout)}",
+                              duration=_monotonic() - t0)
+
+    async def close(self) -> None:
+        self._closed = True
+        for pool in self._pools.values():
+            if pool.resolving is not None and not pool.resolving.done():
+                pool.resolving.cancel()
+            pool.idle.clear()
+        for conn in list(self._conns):
+            conn.abort()
+        self._conns.clear()
+        await asyncio.sleep(0)  # let the transports finish closing their sockets
+
+    # -- setup ----------------------------------------------------------------------------
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """First use, or a new event loop: pooled state of another loop cannot be reused."""
+        if self._loop is not None:
+            for conn in list(self._conns):
+                try:
+                    conn.abort()
+                except RuntimeError:  # its loop is closed already
+                    pass
+            self._conns.clear()
+            self._targets.clear()
+            self._pools.clear()
+        self._loop = loop
+
+    def _target(self, url: str) -> _Target:
+        t = self._parse_target(url)
+        if len(self._targets) >= 100_000:
+            self._targets.clear()
+        self._targets[url] = t
+        return t
+
+    def _parse_target(self, url: str) -> _Target:
+        try:
+            netguard.check_url(url, self._settings)
+        except InvalidInput as e:
+            return _Target(error=str(e))
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        host = parts.hostname or ""
+        default = 443 if scheme == "https" else 80
+        port = parts.port or default
+        try:
+            ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
+        except UnicodeError:
+            return _Target(error=f"target {url!r}: the host name cannot be encoded (IDNA)")
+        if ":" in ascii_host:  # an IPv6 literal
+            ascii_host = ascii_host.split("%", 1)[0]
+            host_header = f"[{ascii_host}]"
+        else:
+            host_header = ascii_host
+        if parts.port is not None and parts.port != default:
+            host_header += f":{port}"
+        path = quote(parts.path or "/", safe="/%!$&'()*+,;=:@-._~")
+        if parts.query:
+            path += "?" + quote(parts.query, safe="/?%!$&'()*+,;=:@-._~")
+        key = (scheme, ascii_host, port)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _Pool(key, host, ascii_host, self._per_host)
+        head = f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\n{self._fixed}"
+        return _Target(pool=pool, head=head)
+
+    def _deferred(self, pool: _Pool) -> Result:
+        return Result(Answer.RETRY, deferred=True,
+                      error=f"host {pool.host} unreachable: deferred (circuit open)")
+
+    # -- one attempt ------------------------------------------------------------------------
+    def _request(self, job: Job, attempt: Attempt, t: _Target) -> bytes | str:
+        """The request bytes, or an error text when the job's own data cannot be sent."""
+        if not _VISIBLE.fullmatch(job.id):
+            return f"job id {job.id!r} cannot be sent in a header"
+        try:
+            body = callback_body(job, attempt)
+        except UnicodeEncodeError:
+            return "the job's payload or entity cannot be encoded as UTF-8"
+        ts = int(self._clock.now().timestamp())
+        extra = ""
+        if job.headers:
+            lines = []
+            for name, value in job.headers.items():
+                lname = str(name).lower()
+                if lname in RESERVED_HEADERS or lname.startswith("webhook-"):
+                    continue
+                value = str(value)
+                if not _TOKEN.fullmatch(str(name)) or _BAD_VALUE.search(value):
+                    return f"header {str(name)[:60]!r}: invalid name or value"
+                lines.append(f"{name}: {value}\r\n")
+            extra = "".join(lines)
+        if self._secret is not None:
+            sig = f"webhook-signature: {signing.sign(self._secret, job.id, ts, body)}\r\n"
+        else:
+            sig = ""
+        head = (f"{t.head}Content-Length: {len(body)}\r\nwebhook-id: {job.id}\r\n"
+                f"webhook-timestamp: {ts}\r\n{sig}X-Awty-Check: {attempt.check:d}\r\n"
+                f"X-Awty-Attempt: {attempt.attempt:d}\r\n{extra}\r\n")
+        try:
+            return head.encode() + body
+        except UnicodeEncodeError:
+            return "a header of the job cannot be encoded as UTF-8"
+
+    async def _attempt(self, job: Job, attempt: Attempt, t: _Target, pool: _Pool,
+                       loop: asyncio.AbstractEventLoop, t0: float) -> Result:
+        data = self._request(job, attempt, t)
+        if data.__class__ is str:
+            return Result(Answer.FAIL, error=data, duration=_monotonic() - t0)  # type: ignore
+        conn = None
+        idle = pool.idle
+        while idle:
+            c = idle.pop()
+            if not c.closed and not c.transport.is_closing():  # type: ignore[union-attr]
+                conn = c
+                break
+            c.abort()
+        reused = conn is not None
+        if conn is None:
+            got = await self._connect(pool, loop, t0)
+            if got.__class__ is Result:
+                return got  # type: ignore[return-value]
+            conn = got  # type: ignore[assignment]
+        while True:
+            try:
+                await conn.send(data, loop)  # type: ignore[arg-type, union-attr]
+            except _Closed as e:
+                conn.abort()  # type: ignore[union-attr]
+                if reused and not e.got_bytes:
+                    # A pooled connection the server had already closed: try once more on a
+                    # fresh one, as if nothing happened.
+                    reused = False
+                    got = await self._connect(pool, loop, t0)
+                    if got.__class__ is Result:
+                        return got  # type: ignore[return-value]
+                    conn = got  # type: ignore[assignment]
+                    continue
+                pool.failures += 1
+                return Result(Answer.RETRY, error=str(e), duration=_monotonic() - t0)
+            except _BadResponse as e:
+                conn.abort()  # type: ignore[union-attr]
+                pool.failures = 0  # it answered something: the host is reachable
+                return Result(Answer.RETRY, error=str(e), duration=_monotonic() - t0)
+            except BaseException:
+                conn.abort()  # type: ignore[union-attr]
+                raise
+            break
+        c = conn  # type: ignore[assignment]
+        if c.keep_alive and not c.closed and not c.truncated and not self._closed:
+            c.waiter = None
+            idle.append(c)
+        else:
+            c.abort()
+        pool.failures = 0
+        return self._answer(c.status, c.body(), c.retry_after, c.truncated, _monotonic() - t0)
+
+    async def _connect(self, pool: _Pool, loop: asyncio.AbstractEventLoop,
+                       t0: float) -> _Conn | Result:
+        if pool.addrs is None and pool.refusal is None and pool.dns_error is None:
+            if pool.resolving is None:
+                pool.resolving = loop.create_task(self._resolve(pool, loop))
+            await asyncio.shield(pool.resolving)
+        if pool.refusal is not None:
+            return Result(Answer.FAIL, error=pool.refusal, duration=_monotonic() - t0)
+        if pool.dns_error is not None:
+            pool.failures += 1
+            return Result(Answer.RETRY, error=pool.dns_error, duration=_monotonic() - t0)
+        ctx = None
+        if pool.tls:
+            ctx = self._ssl
+            if ctx is None:
+                ctx = self._ssl = ssl.create_default_context()
+        last: BaseException | None = None
+        for family, sockaddr in pool.addrs:  # type: ignore[union-attr]
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            try:
+                sock.setblocking(False)
+                await loop.sock_connect(sock, sockaddr)
+                _, conn = await loop.create_connection(
+                    self._factory, sock=sock, ssl=ctx,
+                    server_hostname=pool.sni if ctx is not None else None)
+            except OSError as e:  # includes ssl.SSLError
+                sock.close()
+                last = e
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            self._conns.add(conn)
+            return conn
+        pool.failures += 1
+        return Result(Answer.RETRY, error=_oserror_text(last) if last else "no address to use",
+                      duration=_monotonic() - t0)
+
+    def _factory(self) -> _Conn:
+        return _Conn(self._cap, self._conns.discard)
+
+    async def _resolve(self, pool: _Pool, loop: asyncio.AbstractEventLoop) -> None:
+        """Once per host per executor: resolve, and check every address before any is used."""
+        try:
+            infos = await loop.getaddrinfo(pool.sni, pool.port, type=socket.SOCK_STREAM,
+                                           proto=socket.IPPROTO_TCP)
+        except (socket.gaierror, UnicodeError, OSError) as e:
+            detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            pool.dns_error = f"cannot resolve host {pool.host}: {detail}"
+            return
+        addrs: list[tuple[int, tuple]] = []
+        seen = set()
+        for family, _type, _proto, _name, sockaddr in infos:
+            if family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            ip = sockaddr[0]
+            reason = netguard.address_refusal(ip, self._settings)
+            if reason is not None:
+                pool.refusal = f"host {pool.host} resolves to a refused address: {reason}"
+                return
+            if (family, sockaddr) not in seen:
+                seen.add((family, sockaddr))
+                addrs.append((family, sockaddr))
+        if not addrs:
+            pool.dns_error = f"cannot resolve host {pool.host}: no IPv4/IPv6 address"
+            return
+        pool.addrs = addrs
+
+    # -- the answer -------------------------------------------------------------------------
+    def _answer(self, status: int, body: bytes, retry_after_raw: bytes | None, truncated: bool,
+                duration: float) -> Result:
+        output = truncate(body.decode("utf-8", "replace"), OUTPUT_CHARS) if body else None
+        if 200 <= status < 300:
+            if b"recheck_" in body:
+                now = self._clock.now()
+                try:
+                    at = recheck_from_text(body, now)
+                except (ValueError, TypeError, OverflowError, OSError) as e:
+                    return Result(Answer.FAIL, status=status, output=output, duration=duration,
+                                  error=f"http {status} with a malformed recheck value ({e})")
+                if at is not None:
+                    return Result(Answer.RECHECK, recheck_at=at, status=status, output=output,
+                                  duration=duration)
+            if status == 202 and retry_after_raw is not None:
+                now = self._clock.now()
+                secs = _parse_retry_after(retry_after_raw, now)
+                try:
+                    if secs is None:
+                        raise ValueError
+                    at = now + timedelta(seconds=secs)
+                except (ValueError, OverflowError):
+                    shown = retry_after_raw[:60].decode("latin-1")
+                    return Result(Answer.FAIL, status=status, output=output, duration=duration,
+                                  error=f"http 202 with a malformed Retry-After {shown!r}")
+                return Result(Answer.RECHECK, recheck_at=at, retry_after=secs, status=status,
+                              output=output, duration=duration)
+            return Result(Answer.DONE, status=status, output=output, duration=duration)
+        if status == 410:
+            return Result(Answer.GONE, status=status, output=output, duration=duration)
+        if status in RETRYABLE_STATUS or 500 <= status < 600:
+            secs = None
+            if retry_after_raw is not None:
+                secs = _parse_retry_after(retry_after_raw, self._clock.now())
+            error = f"http {status}"
+            if truncated:
+                error += f" (response over {self._cap} bytes, cut)"
+            return Result(Answer.RETRY, retry_after=secs, status=status, output=output,
+                          duration=duration, error=error)
+        if 300 <= status < 400:
+            error = f"http {status} (redirects are not followed)"
+        else:
+            error = f"http {status}"
+        return Result(Answer.FAIL, status=status, output=output, duration=duration, error=error)

@@ -1,0 +1,169 @@
+"""SSRF guard rails for callback targets (SPEC 5).
+
+Two checks, stdlib only:
+- ``check_url`` at ``add`` time (and again at fire time): an http(s) URL with a host, inside the
+  allow-list when one is configured; a literal IP host in a refused range, or a refused name, is
+  refused. Host names are NOT resolved here: ``add`` must stay fast.
+- ``address_refusal`` at connect time, on every address a host name resolved to: the address
+  actually connected is what matters (no DNS-rebinding window).
+
+Link-local addresses (169.254.0.0/16 — cloud metadata — and fe80::/10) are always refused.
+With ``deny_private_networks`` loopback, private, unspecified, reserved and other
+non-global addresses (and the name ``localhost``) are refused too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+ALWAYS_REFUSED_NAMES = frozenset({"metadata.google.internal"})
+PRIVATE_NAMES = frozenset({"localhost"})
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_V4_COMPAT = ipaddress.IPv6Network("::/96")
+_CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
+# inet_aton() forms a resolver would read as an IPv4 address: 2852039166, 0xa9.0xfe.0xa9.0xfe,
+# 0251.0376.0251.0376, 169.254.43518 ...
+_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.?$")
+
+
+def _short(url: str) -> str:
+    return url if len(url) <= 200 else url[:200] + "…"
+
+
+def _unwrap(ip: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 address carries (mapped, NAT64, IPv4-compatible), else itself."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if ip in _NAT64 or (ip in _V4_COMPAT and int(ip) > 1):
+            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
+
+
+def _refusal(ip: IPAddress, deny_private: bool) -> str | None:
+    a = _unwrap(ip)
+    shown = str(ip) if a is ip else f"{ip} (= {a})"
+    if a.is_link_local:
+        return f"{shown} is a link-local address (cloud metadata lives there): always refused"
+    if not deny_private:
+        return None
+    if a.is_loopback:
+        return f"{shown} is a loopback address (deny_private_networks)"
+    if a.is_unspecified:
+        return f"{shown} is an unspecified address (deny_private_networks)"
+    if a.is_multicast:
+        return f"{shown} is a multicast address (deny_private_networks)"
+    if a.is_reserved:
+        return f"{shown} is a reserved address (deny_private_networks)"
+    if a.is_private or not a.is_global or (isinstance(a, ipaddress.IPv4Address) and a in _CGNAT):
+        return f"{shown} is a private address (deny_private_networks)"
+    return None
+
+
+def _parse_ip(text: str) -> IPAddress | None:
+    """A literal IP host: dotted/colon forms, and the numeric IPv4 forms inet_aton accepts."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        pass
+    if _NUMERIC_HOST.match(text):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(text.rstrip(".")))
+        except OSError:
+            return None
+    return None
+
+
+def _default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def _matches_prefix(parts, url: str, prefix: str) -> bool:
+    """Same scheme, host and port as the prefix (compared parsed, so ``user@`` tricks and case
+    do not matter), and the rest of the URL (path, query) starts with the prefix's rest."""
+    try:
+        p = urlsplit(prefix)
+        p_port = p.port or _default_port(p.scheme.lower())
+    except ValueError:
+        return False
+    if p.scheme.lower() != parts.scheme.lower():
+        return False
+    if (p.hostname or "").rstrip(".") != (parts.hostname or "").rstrip("."):
+        return False
+    if p_port != (parts.port or _default_port(parts.scheme.lower())):
+        return False
+    return _rest(url, parts.netloc).startswith(_rest(prefix, p.netloc).split("#", 1)[0])
+
+
+def _rest(url: str, netloc: str) -> str:
+    """What follows the authority: path, query, fragment; an empty path reads as "/"."""
+    rest = url[url.index("//") + 2 + len(netloc):]
+    return rest if rest.startswith("/") else "/" + rest
+
+
+def check_url(url: str, settings: Settings) -> str:
+    """Refuse a callback target that is not an http(s) URL with a host, lies outside the
+    configured allow-list, or names a refused address (literal IPs and a few names only:
+    nothing is resolved here). Returns the URL unchanged."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput("target: an http(s) URL is required")
+    if url != url.strip() or any(c in url for c in "\r\n\t\x00 "):
+        raise InvalidInput(f"target {_short(url)!r}: whitespace or control characters in URL")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise InvalidInput(f"target {_short(url)!r}: not a valid URL ({e})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise InvalidInput(f"target {_short(url)!r}: only http:// and https:// URLs are allowed")
+    host = parts.hostname
+    if not host:
+        raise InvalidInput(f"target {_short(url)!r}: the URL has no host")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidInput(f"target {_short(url)!r}: credentials in the URL are not supported "
+                           "(send them with --header 'Authorization: ...')")
+    if port == 0:
+        raise InvalidInput(f"target {_short(url)!r}: port 0 is not a valid port")
+    allowed = getattr(settings, "allowed_callbacks", ())
+    if allowed and not any(_matches_prefix(parts, url, p) for p in allowed):
+        raise InvalidInput(f"target {_short(url)!r} is outside the allowed callbacks "
+                           f"({', '.join(allowed)})")
+    deny_private = bool(getattr(settings, "deny_private_networks", False))
+    name = host.rstrip(".")
+    if name in ALWAYS_REFUSED_NAMES:
+        raise InvalidInput(f"target {_short(url)!r}: {name} is a cloud metadata service: "
+                           "always refused")
+    if deny_private and (name in PRIVATE_NAMES or name.endswith(".localhost")):
+        raise InvalidInput(f"target {_short(url)!r}: {name} is refused (deny_private_networks)")
+    ip = _parse_ip(host)
+    if ip is not None:
+        reason = _refusal(ip, deny_private)
+        if reason:
+            raise InvalidInput(f"target {_short(url)!r}: {reason}")
+    return url
+
+
+def address_refusal(ip: str, settings: Settings) -> str | None:
+    """Why a resolved address must not be connected to, or None when it may be.
+    Link-local (incl. IPv4-mapped IPv6) always; loopback/private/... with deny_private_networks.
+    Text that is not an IP address is refused."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return f"{ip!r} is not an IP address"
+    if isinstance(addr, ipaddress.IPv6Address) and addr.scope_id:
+        addr = ipaddress.IPv6Address(str(addr).split("%", 1)[0])
+    return _refusal(addr, bool(getattr(settings, "deny_private_networks", False)))

@@ -1,0 +1,178 @@
+"""Standard Webhooks signing: our signatures verify with the reference library, and back."""
+
+from __future__ import annotations
+
+import base64
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from awty import signing
+from awty.config import Settings
+from awty.errors import InvalidInput
+
+KEY = bytes(range(32))
+SECRET_TEXT = "whsec_" + base64.b64encode(KEY).decode()
+BODY = b'{"id":"01JX","payload":{"a":1}}'
+
+
+def headers(msg_id: str, ts: int, sig: str) -> dict[str, str]:
+    return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": sig}
+
+
+# --- secrets -----------------------------------------------------------------------------------
+def test_parse_secret_forms():
+    assert signing.parse_secret(SECRET_TEXT) == KEY
+    assert signing.parse_secret(SECRET_TEXT[len("whsec_"):]) == KEY  # bare base64
+    assert signing.parse_secret("  " + SECRET_TEXT + "\n") == KEY  # as read from a file
+    unpadded = "whsec_" + base64.b64encode(b"abcd").decode().rstrip("=")
+    assert signing.parse_secret(unpadded) == b"abcd"
+
+
+@pytest.mark.parametrize("bad", ["", "whsec_", "whsec_!!!not-base64!!!", "   ", "whsec_a b"])
+def test_parse_secret_refuses_malformed_without_echoing(bad):
+    with pytest.raises(InvalidInput) as e:
+        signing.parse_secret(bad)
+    msg = str(e.value)
+    assert "whsec_" in msg  # says what is expected
+    if bad.strip() and bad.strip() != "whsec_":
+        assert bad.strip()[len("whsec_"):] not in msg
+
+
+def test_new_secret_is_fresh_and_parses():
+    a, b = signing.new_secret(), signing.new_secret()
+    assert a != b and a.startswith("whsec_")
+    assert 24 <= len(signing.parse_secret(a)) <= 32
+    Webhook(a)  # the reference library accepts it
+
+
+# --- sign / verify -------------------------------------------------------------------------------
+def test_sign_format_and_round_trip():
+    now = datetime.now(UTC)
+    ts = int(now.timestamp())
+    sig = signing.sign(KEY, "msg_1", ts, BODY)
+    assert sig.startswith("v1,")
+    assert len(base64.b64decode(sig[3:])) == 32
+    assert signing.sign(KEY, "msg_1", ts, BODY) == sig  # deterministic
+    signing.verify(KEY, headers("msg_1", ts, sig), BODY, now)
+
+
+def test_signature_verifies_with_standardwebhooks():
+    ts = int(datetime.now(UTC).timestamp())
+    sig = signing.sign(KEY, "msg_2", ts, BODY)
+    assert Webhook(SECRET_TEXT).verify(BODY, headers("msg_2", ts, sig)) == {
+        "id": "01JX", "payload": {"a": 1}}
+
+
+def test_standardwebhooks_signature_verifies_with_ours():
+    now = datetime.now(UTC).replace(microsecond=0)
+    sig = Webhook(SECRET_TEXT).sign("msg_3", now, BODY.decode())
+    signing.verify(KEY, headers("msg_3", int(now.timestamp()), sig), BODY, now)
+
+
+def test_verify_headers_any_case_and_several_signatures():
+    now = datetime.now(UTC)
+    ts = int(now.timestamp())
+    good = signing.sign(KEY, "m", ts, BODY)
+    other = signing.sign(b"another key", "m", ts, BODY)
+    hs = {"Webhook-Id": "m", "WEBHOOK-TIMESTAMP": str(ts),
+          "webhook-Signature": f"v2,zzzz {other} {good}"}
+    signing.verify(KEY, hs, BODY, now)
+
+
+@pytest.mark.parametrize("change", ["body", "id", "timestamp", "key"])
+def test_tampering_is_refused(change):
+    now = datetime.now(UTC)
+    ts = int(now.timestamp())
+    sig = signing.sign(KEY, "m", ts, BODY)
+    body, msg_id, key, hts = BODY, "m", KEY, ts
+    if change == "body":
+        body = BODY.replace(b"1", b"2")
+    elif change == "id":
+        msg_id = "m2"
+    elif change == "timestamp":
+        hts = ts - 1
+    else:
+        key = b"x" * 32
+    with pytest.raises(InvalidInput, match="signature mismatch"):
+        signing.verify(key, headers(msg_id, hts, sig), body, now)
+
+
+def test_old_and_future_timestamps_are_refused():
+    now = datetime.now(UTC)
+    old = int((now - timedelta(minutes=6)).timestamp())
+    new = int((now + timedelta(minutes=6)).timestamp())
+    with pytest.raises(InvalidInput, match="timestamp too old"):
+        signing.verify(KEY, headers("m", old, signing.sign(KEY, "m", old, BODY)), BODY, now)
+    with pytest.raises(InvalidInput, match="timestamp too new"):
+        signing.verify(KEY, headers("m", new, signing.sign(KEY, "m", new, BODY)), BODY, now)
+    # the tolerance is a parameter
+    signing.verify(KEY, headers("m", old, signing.sign(KEY, "m", old, BODY)), BODY, now,
+                   tolerance=3600)
+    # and the reference library agrees about old ones
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SECRET_TEXT).verify(BODY, headers("m", old, signing.sign(KEY, "m", old, BODY)))
+
+
+@pytest.mark.parametrize("missing", ["webhook-id", "webhook-timestamp", "webhook-signature"])
+def test_missing_header(missing):
+    now = datetime.now(UTC)
+    ts = int(now.timestamp())
+    hs = headers("m", ts, signing.sign(KEY, "m", ts, BODY))
+    del hs[missing]
+    with pytest.raises(InvalidInput, match=f"missing header {missing}"):
+        signing.verify(KEY, hs, BODY, now)
+
+
+def test_bad_timestamp_header():
+    hs = {"webhook-id": "m", "webhook-timestamp": "soon", "webhook-signature": "v1,abc"}
+    with pytest.raises(InvalidInput, match="bad webhook-timestamp"):
+        signing.verify(KEY, hs, BODY, datetime.now(UTC))
+
+
+# --- load_secret ------------------------------------------------------------------------------
+def test_load_secret_env_wins(tmp_path):
+    f = tmp_path / "secret"
+    f.write_text(signing.new_secret())
+    f.chmod(0o600)
+    got = signing.load_secret(Settings(signing_secret_file=str(f)),
+                              {"AWTY_SIGNING_SECRET": SECRET_TEXT})
+    assert got == KEY
+
+
+def test_load_secret_from_file(tmp_path):
+    f = tmp_path / "secret"
+    f.write_text(SECRET_TEXT + "\n")
+    f.chmod(0o600)
+    assert signing.load_secret(Settings(signing_secret_file=str(f)), {}) == KEY
+
+
+def test_load_secret_none_when_unconfigured():
+    assert signing.load_secret(Settings(), {}) is None
+    assert signing.load_secret(Settings(), {"AWTY_SIGNING_SECRET": ""}) is None
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660])
+def test_load_secret_refuses_group_or_other_readable_file(tmp_path, mode):
+    f = tmp_path / "secret"
+    f.write_text(SECRET_TEXT)
+    f.chmod(mode)
+    with pytest.raises(InvalidInput) as e:
+        signing.load_secret(Settings(signing_secret_file=str(f)), {})
+    assert "chmod 600" in str(e.value)
+    assert SECRET_TEXT not in str(e.value) and SECRET_TEXT[6:] not in str(e.value)
+
+
+def test_load_secret_missing_or_malformed_file(tmp_path):
+    with pytest.raises(InvalidInput, match="cannot read"):
+        signing.load_secret(Settings(signing_secret_file=str(tmp_path / "nope")), {})
+    f = tmp_path / "secret"
+    f.write_text("whsec_%%%%")
+    os.chmod(f, 0o600)
+    with pytest.raises(InvalidInput, match="not valid base64") as e:
+        signing.load_secret(Settings(signing_secret_file=str(f)), {})
+    assert "%%%%" not in str(e.value)
+    with pytest.raises(InvalidInput, match="AWTY_SIGNING_SECRET"):
+        signing.load_secret(Settings(), {"AWTY_SIGNING_SECRET": "whsec_%%%%"})
