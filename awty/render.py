@@ -21,9 +21,12 @@ def redact_headers(headers: dict[str, str]) -> dict[str, str]:
                 or "secret" in k.lower() else v) for k, v in headers.items()}
 
 
-def when(at: datetime | None, utc: bool = False) -> str:
+def when(at: datetime | None, utc: bool = False, short: bool = False) -> str:
     if at is None:
         return "-"
+    if short:
+        return (at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if utc
+                else at.astimezone().strftime("%Y-%m-%d %H:%M %Z"))
     if utc:
         return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return at.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -93,9 +96,13 @@ def added(results, utc: bool, as_json: bool) -> None:
 
 
 def _console():
+    import os
+
     from rich.console import Console
 
-    return Console()
+    # Piped output (less, grep, a file) gets a generous width instead of Rich's 80 columns.
+    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 160)
+    return Console(width=width)
 
 
 def table(title: str | None, columns: list[str], rows: Iterable[list[Any]]) -> None:
@@ -103,7 +110,8 @@ def table(title: str | None, columns: list[str], rows: Iterable[list[Any]]) -> N
 
     t = Table(title=title, show_lines=False, header_style="bold")
     for c in columns:
-        t.add_column(c, overflow="fold")
+        t.add_column(c, overflow="fold", no_wrap=c in ("id", "slot", "fires", "ended",
+                                                        "slot (fires)"))
     n = 0
     for r in rows:
         t.add_row(*["-" if v is None else str(v) for v in r])
@@ -116,14 +124,14 @@ def table(title: str | None, columns: list[str], rows: Iterable[list[Any]]) -> N
 
 def jobs_table(jobs: Iterable[Job], utc: bool) -> None:
     table(None, ["id", "slot (fires)", "kind", "target", "entity/key", "checks", "status"],
-          ([j.id, when(j.next_check_at, utc), j.kind.value, _short(j.target),
+          ([j.id, when(j.next_check_at, utc, True), j.kind.value, _short(j.target),
             f"{j.entity_name or '-'}/{j.entity_key or '-'}", j.check_count,
             j.status.value + (f" (attempt {j.attempt})" if j.attempt else "")] for j in jobs))
 
 
 def history_table(rows: Iterable[HistoryRow], utc: bool) -> None:
     table(None, ["ended", "id", "outcome", "reason", "checks", "attempts", "target"],
-          ([when(h.ended_at, utc), h.id, h.outcome.value, h.reason, h.checks, h.attempts,
+          ([when(h.ended_at, utc, True), h.id, h.outcome.value, h.reason, h.checks, h.attempts,
             _short(h.target)] for h in rows))
 
 
