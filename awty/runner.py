@@ -14,6 +14,7 @@ import math
 import os
 import socket
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -193,44 +194,73 @@ class Runner:
 
     # -- executing ------------------------------------------------------------------------
     async def _drive(self, slot: datetime, opts: RunOptions, summary: SlotSummary) -> None:
+        """Claims and records run on one store thread, in order, while the event loop keeps
+        callbacks in flight: the next batch is claimed before the current one runs dry, and a
+        batch's results are written while the next one is being sent. SQLite and the file
+        system release the GIL, so the two overlap."""
         s = self.s
+        loop = asyncio.get_running_loop()
         owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
         waves = math.ceil(s.batch_size / max(1, s.concurrency))
-        lease = max(s.lease, s.timeout * (s.quick_retries + 1) * waves + 60)
+        lease = max(s.lease, s.timeout * (s.quick_retries + 1) * (waves + 1) + 60)
+        low_water = max(s.concurrency, s.batch_size // 4)
         queue: deque[Job] = deque()
         decisions: list[Decision] = []
         events: list[tuple] = []
         executors: dict[Kind, Any] = {}
-        exhausted = False
+        writes: list[asyncio.Future] = []
+        state: dict[str, Any] = {"claiming": None, "exhausted": False}
+        io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
 
-        def refill() -> None:
-            nonlocal exhausted
+        def claim() -> list[Job]:
             now = self.clock.now()
-            jobs = self.store.claim(slot, now=now, owner=owner,
+            return self.store.claim(slot, now=now, owner=owner,
                                     lease_until=now + timedelta(seconds=lease),
                                     limit=s.batch_size, shard=opts.shard)
+
+        def claimed(fut: asyncio.Future) -> None:
+            if state["claiming"] is not fut:
+                return  # handed over already (by a worker that awaited it, or its callback)
+            state["claiming"] = None
+            if fut.cancelled() or fut.exception() is not None:
+                state["exhausted"] = True
+                return
+            jobs = fut.result()
             if not jobs:
-                exhausted = True
+                state["exhausted"] = True
             queue.extend(jobs)
 
-        def flush() -> None:
-            if not decisions:
-                return
-            batch, evs = decisions[:], events[:]
-            decisions.clear()
-            events.clear()
+        def start_claim() -> asyncio.Future | None:
+            if state["claiming"] is None and not state["exhausted"]:
+                fut = loop.run_in_executor(io, claim)
+                fut.add_done_callback(claimed)
+                state["claiming"] = fut
+            return state["claiming"]
+
+        def record(batch: list[Decision], evs: list[tuple]) -> None:
             applied = self.store.finish(batch, owner=owner, now=self.clock.now(), events=evs)
             self._apply_files(applied, summary)
+
+        def flush() -> None:
+            if decisions:
+                writes.append(loop.run_in_executor(io, record, decisions[:], events[:]))
+                decisions.clear()
+                events.clear()
 
         async def worker() -> None:
             while True:
                 if not queue:
-                    if exhausted:
+                    pending = start_claim()
+                    if pending is None:
                         return
-                    refill()
-                    if not queue:
-                        return
+                    await pending  # raises if the claim failed: the runner itself is broken
+                    # Awaiting a future that is already done does not yield, so its done
+                    # callback may not have run yet: hand the jobs over here, or this loop spins.
+                    claimed(pending)
+                    continue
                 job = queue.popleft()
+                if len(queue) < low_water:
+                    start_claim()
                 decision = await self._execute(job, slot, opts, executors, events)
                 decisions.append(decision)
                 self.on_event("job", {"id": job.id})
@@ -240,11 +270,18 @@ class Runner:
         try:
             await asyncio.gather(*(worker() for _ in range(max(1, s.concurrency))))
             flush()
+            for w in writes:
+                await w
         finally:
-            if queue:  # interrupted: hand the unstarted claims back rather than wait on leases
-                self.store.release([j.id for j in queue], owner=owner, now=self.clock.now())
             for ex in executors.values():
                 await ex.close()
+            io.shutdown(wait=True)  # a claim or write still running finishes first
+            if state["claiming"] is not None and state["claiming"].done() \
+                    and not state["claiming"].cancelled() \
+                    and state["claiming"].exception() is None:
+                claimed(state["claiming"])
+            if queue:  # interrupted: hand the unstarted claims back rather than wait on leases
+                self.store.release([j.id for j in queue], owner=owner, now=self.clock.now())
 
     async def _execute(self, job: Job, slot: datetime, opts: RunOptions,
                        executors: dict[Kind, Any], events: list[tuple]) -> Decision:

@@ -141,8 +141,14 @@ class SlotTree:
         return n
 
     def remove(self, job_id: str, slot: datetime) -> bool:
+        sid = slot_id(slot)
+        fd = self._fds.get(sid)
         try:
-            os.unlink(self.slot_path(slot) / f"{job_id}.json")
+            if fd is None:
+                if not os.path.isdir(os.path.join(self.root, sid)):
+                    return False
+                fd = self._dir_fd(sid)
+            os.unlink(f"{job_id}.json", dir_fd=fd)
             return True
         except FileNotFoundError:
             return False
