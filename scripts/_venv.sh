@@ -28,7 +28,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
   echo "installing awty[$EXTRAS] into .venv" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
   LOG="$VENV/pip-install.log"
-  if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -e "$ROOT[$EXTRAS]" >"$LOG" 2>&1; then
+  if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -e "$ROOT[$EXTRAS]" --config-settings editable_mode=compat >"$LOG" 2>&1; then
     tail -30 "$LOG" >&2; echo "pip install failed; full log in $LOG" >&2; exit 1
   fi
   "$VENV/bin/python" -c "import awty, typer, sqlite_utils, filelock, httptools" \
