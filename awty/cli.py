@@ -573,6 +573,9 @@ class _null:
         return None
 
 
+from . import cli_ops  # noqa: E402,F401  registers doctor, crontab, stats, prune
+
+
 def main() -> None:
     app()
 

@@ -346,7 +346,8 @@ class SQLiteStore:
 
     # -- running --------------------------------------------------------------------------
     def claim(self, slot, *, now, owner, lease_until, limit, shard=None) -> list[Job]:
-        where = "next_check_at = ? AND (status = 'pending' OR lease_until <= ?)"
+        where = ("next_check_at = ? AND (status = 'pending' OR lease_until IS NULL "
+                 "OR lease_until <= ?)")
         params: list = [iso(slot), iso(now)]
         if shard is not None:
             where += " AND awty_shard(id, ?) = ?"

@@ -1,0 +1,224 @@
+"""Operator commands: ``doctor``, ``crontab``, ``stats``, ``prune``. Registered on ``cli.app``
+when this module is imported (cli.py imports it last). Like cli.py: parse, call, render; the
+modules doing the work are imported inside the commands so that ``awty add`` never pays."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Annotated, Any
+
+import typer
+
+from . import render as r
+from .cli import Home, Json, Utc, _awty, app, reports_errors
+from .errors import InvalidInput
+
+
+def _duration(text: str, option: str) -> timedelta:
+    from .slots import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise InvalidInput(f"{option}: {e}") from None
+    if seconds <= 0:
+        raise InvalidInput(f"{option}: must be more than zero")
+    return timedelta(seconds=seconds)
+
+
+# --- doctor --------------------------------------------------------------------------------
+@app.command()
+@reports_errors
+def doctor(
+    repair: Annotated[bool, typer.Option("--repair", help="Mend what can be mended: "
+                                         "permissions, missing or stray envelopes, temp files, "
+                                         "stale leases, jobs off the resolution's "
+                                         "boundaries.")] = False,
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Check this home: permissions, config, schema, database integrity, slot tree against
+    the database, stale leases, missed slots, and whether cron runs `awty run-slot`.
+
+    Read-only unless --repair; every repair is listed (and logged to awty.log). Exit 0 when
+    everything is fine or was repaired, 1 when problems remain.
+
+    Examples:
+
+      awty doctor
+
+      awty doctor --repair
+
+      awty doctor --json | jq '.findings[] | select(.ok | not)'
+    """
+    from .doctor import diagnose_home
+
+    report = diagnose_home(home, repair=repair)
+    if as_json:
+        r.emit_json(report.to_dict())
+    else:
+        r.table(None, ["check", "status", "detail"],
+                ([f.check, f.status, f.detail] for f in report.findings))
+        _doctor_summary(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _doctor_summary(report) -> None:
+    problems, repairs = report.problems, report.repairs
+    if repairs:
+        r.out(f"repaired: {', '.join(f.check for f in repairs)}")
+    if problems:
+        r.out(f"{len(problems)} problem(s) left: {', '.join(f.check for f in problems)}"
+              + ("" if report.repair else " (try `awty doctor --repair`)"))
+    else:
+        r.out("all good" if not repairs else "all good after repairs")
+
+
+# --- crontab -------------------------------------------------------------------------------
+@app.command()
+@reports_errors
+def crontab(
+    install: Annotated[bool, typer.Option("--install", help="Write the lines into your "
+                                          "crontab, replacing this home's earlier ones; other "
+                                          "lines are left alone.")] = False,
+    resolution: Annotated[int | None, typer.Option(help="Slot minutes (default: this "
+                                                      "home's setting).")] = None,
+    awty_bin: Annotated[str | None, typer.Option(help="The awty command cron should run "
+                                                    "(default: the awty on PATH, else this "
+                                                    "Python with -m awty).")] = None,
+    home: Home = None,
+) -> None:
+    """Print the cron lines that run this home: run-slot at every slot boundary, catchup at
+    boot and hourly. Output goes to <home>/cron.log.
+
+    Examples:
+
+      awty crontab                  # print them
+
+      awty crontab --install        # install (again: idempotent)
+
+      awty crontab --home /srv/awty --awty-bin /opt/awty/bin/awty --install
+    """
+    from . import crontab as cron
+    from .slots import check_resolution
+
+    a = _awty(home)
+    res = a.settings.resolution if resolution is None else resolution
+    try:
+        check_resolution(res)
+    except ValueError as e:
+        raise InvalidInput(f"--resolution: {e}") from None
+    if res != a.settings.resolution:
+        r.err(f"awty: note: this home's resolution is {a.settings.resolution}; set "
+              f"resolution = {res} in {a.home / 'awty.toml'} too, then `awty doctor --repair`")
+    _warn_env_unseen_by_cron(a.home)
+    if not install:
+        for line in cron.entries(a.home, res, awty_bin):
+            r.out(line)
+        return
+    from .api import ensure_home
+
+    ensure_home(a.home)  # cron appends to <home>/cron.log
+    _, changed = cron.install(a.home, res, awty_bin)
+    r.out(("installed" if changed else "already installed (crontab unchanged):")
+          + f" run-slot every {res} min, catchup @reboot and hourly, for {a.home}")
+    r.out(f"check with `crontab -l`; output goes to {a.home / 'cron.log'}")
+
+
+def _warn_env_unseen_by_cron(home) -> None:
+    unseen = sorted(k for k in os.environ if k.startswith("AWTY_")
+                    and k not in ("AWTY_HOME", "AWTY_NOW") and os.environ[k])
+    if unseen:
+        r.err(f"awty: note: cron will not see {', '.join(unseen)}: put settings in "
+              f"{home / 'awty.toml'} (the secret in a 0600 signing_secret_file)")
+
+
+# --- stats ---------------------------------------------------------------------------------
+@app.command()
+@reports_errors
+def stats(
+    window: Annotated[str, typer.Option(help="How far back outcomes and executions count.")]
+    = "1d",
+    as_json: Json = False,
+    utc: Utc = False,
+    home: Home = None,
+) -> None:
+    """Pending work by slot and kind, outcomes, retries, failures and lateness over a window.
+
+    Examples:  awty stats   |   awty stats --window 7d --json
+    """
+    from .stats import compute
+
+    doc = compute(_awty(home), window=_duration(window, "--window"))
+    if as_json:
+        r.emit_json(doc)
+        return
+    _print_stats(doc, window, utc)
+
+
+def _print_stats(doc: dict[str, Any], window: str, utc: bool) -> None:
+    from .slots import from_iso
+
+    p, ex, late = doc["pending"], doc["executions"], doc["lateness_ms"]
+    pairs = [
+        ("pending", f"{p['total']} ({_kv(p['by_kind']) or 'none'}); in flight {p['in_flight']}"
+                    + (f", {p['stale_leases']} with a stale lease" if p["stale_leases"] else "")),
+        ("missed", f"{p['past_slots']['jobs']} job(s) in {p['past_slots']['slots']} past "
+                   "slot(s)" + (": run `awty catchup`" if p["past_slots"]["jobs"] else "")),
+        (f"last {window}", f"since {r.when(from_iso(doc['window']['since']), utc)}"),
+        ("outcomes", _kv(doc["outcomes"]) or "none"),
+        ("executions", f"{ex['total']} ({_kv(ex['by_answer']) or 'none'}); retries "
+                       f"{ex['retries']}, failures {ex['failures']}"),
+        ("lateness", "no executions" if not late["count"] else
+         f"median {_ms(late['median'])}, p99 {_ms(late['p99'])}, max {_ms(late['max'])} "
+         f"over {late['count']}"),
+    ]
+    r.kv(pairs)
+    if p["next_slots"]:
+        r.table("next slots", ["slot", "fires", "jobs"],
+                ([s["slot"], r.when(from_iso(s["at"]), utc), s["jobs"]]
+                 for s in p["next_slots"]))
+
+
+def _kv(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.2f}s" if abs(value) >= 1000 else f"{value:.0f}ms"
+
+
+# --- prune ---------------------------------------------------------------------------------
+@app.command()
+@reports_errors
+def prune(
+    older_than: Annotated[str, typer.Option("--older-than", help="Delete history that ended "
+                                            "more than this long ago (e.g. 30d).",
+                                            show_default=False)],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count only; delete "
+                                          "nothing.")] = False,
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Delete old history rows and execution events. Pruned jobs are forgotten: `awty retry`
+    and idempotency keys no longer find them. Pending jobs are never touched.
+
+    Examples:  awty prune --older-than 30d   |   awty prune --older-than 1w --dry-run
+    """
+    from .slots import iso
+    from .stats import prune as prune_history
+
+    a = _awty(home)
+    age = _duration(older_than, "--older-than")
+    n = prune_history(a, age, dry_run=dry_run)
+    before = iso(a.clock.now() - age)
+    if as_json:
+        r.emit_json({"pruned": n, "before": before, "dry_run": dry_run})
+    else:
+        r.out(f"{'would prune' if dry_run else 'pruned'} {n} history row(s) that ended "
+              f"before {before}")
+
