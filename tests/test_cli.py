@@ -146,12 +146,19 @@ def test_slots_and_reschedule(home):
     assert f"202611231015/{a['id']}.json" in tree_files(home)
 
 
-def test_every_command_has_help():
-    names = ["init", "add", "cancel", "reschedule", "list", "show", "slots", "run-slot",
-             "catchup", "history", "retry", "version", "verify"]
+def test_every_command_has_help_and_is_in_the_readme():
+    from typer.main import get_command
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    group = get_command(app)
+    names = sorted(group.commands)
+    assert {"init", "add", "cancel", "reschedule", "list", "show", "slots", "run-slot",
+            "catchup", "history", "retry", "stats", "doctor", "crontab", "prune", "version",
+            "secret", "verify"} <= set(names)
     for name in names:
         res = runner.invoke(app, [name, "--help"])
         assert res.exit_code == 0 and "Usage" in res.stdout, name
+        assert f"| `{name}" in readme, f"{name} is missing from the README's command table"
     assert runner.invoke(app, ["secret", "new", "--help"]).exit_code == 0
 
 
