@@ -137,7 +137,13 @@ class Awty:
         if dry_run:
             return [AddResult(j, True, True) for j in jobs]
         added = self.store.add(jobs, fps)
-        self.tree.write_many(a.job for a in added if a.created)
+        try:
+            self.tree.write_many(a.job for a in added if a.created)
+        except OSError as e:
+            # The rows are committed: the jobs are accepted and run without their envelopes
+            # (SPEC 3). Failing here would have the caller add them again.
+            self.logger().warning(f"add: envelope(s) not written ({e.strerror or e}); the jobs "
+                                  "still run; `awty doctor --repair` writes them")
         return [AddResult(a.job, a.created) for a in added]
 
     # -- changing -------------------------------------------------------------------------

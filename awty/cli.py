@@ -93,19 +93,30 @@ def _slot_arg(text: str | None):
         raise InvalidInput(str(e)) from None
 
 
+# Input read for one job (--payload @file or -, one --batch line) stops here: far above any
+# payload awty stores, and @/dev/zero or an endless pipe is refused instead of filling memory.
+MAX_INPUT = 1 << 20
+
+
 def _read_payload(payload: str | None) -> str | None:
     if payload is None:
         return None
     if payload == "-":
-        return sys.stdin.read()
-    if payload.startswith("@"):
+        data: str | bytes = sys.stdin.read(MAX_INPUT + 1)
+    elif payload.startswith("@"):
         try:
-            return Path(payload[1:]).read_text()
+            with open(payload[1:], "rb") as f:
+                data = f.read(MAX_INPUT + 1)
         except OSError as e:
             raise InvalidInput(f"--payload {payload}: {e.strerror}") from None
-        except UnicodeDecodeError:
-            raise InvalidInput(f"--payload {payload}: not UTF-8 text") from None
-    return payload
+    else:
+        return payload
+    if len(data) > MAX_INPUT:
+        raise InvalidInput(f"--payload {payload}: more than {MAX_INPUT} bytes")
+    try:
+        return data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise InvalidInput(f"--payload {payload}: not UTF-8 text") from None
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -195,23 +206,35 @@ def add(
 
 
 def _read_batch(source: str) -> list[dict]:
+    """JSON lines, split on "\\n" only (JSON text may hold U+2028 and friends raw), each line
+    read up to MAX_INPUT."""
+    specs = []
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+        f = sys.stdin if source == "-" else open(source, encoding="utf-8")
+        try:
+            n = 0
+            while line := f.readline(MAX_INPUT + 1):
+                n += 1
+                if len(line) > MAX_INPUT:
+                    raise InvalidInput(f"line {n}: longer than {MAX_INPUT} characters")
+                if not line.strip():
+                    continue
+                try:
+                    spec = json.loads(line)
+                except ValueError as e:
+                    raise InvalidInput(f"line {n}: not JSON ({e})") from None
+                except RecursionError:
+                    raise InvalidInput(f"line {n}: not JSON (nested too deeply)") from None
+                if not isinstance(spec, dict):
+                    raise InvalidInput(f"line {n}: not a JSON object")
+                specs.append(spec)
+        finally:
+            if f is not sys.stdin:
+                f.close()
     except OSError as e:
         raise InvalidInput(f"--batch {source}: {e.strerror}") from None
     except UnicodeDecodeError:
         raise InvalidInput(f"--batch {source}: not UTF-8 text") from None
-    specs = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            spec = json.loads(line)
-        except ValueError as e:
-            raise InvalidInput(f"line {n}: not JSON ({e})") from None
-        if not isinstance(spec, dict):
-            raise InvalidInput(f"line {n}: not a JSON object")
-        specs.append(spec)
     if not specs:
         raise InvalidInput(f"--batch {source}: no jobs in it")
     return specs

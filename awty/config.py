@@ -97,8 +97,12 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 raise ValueError("must be 'fire' or 'skip'")
             return s
         if key == "signing_secret_file":
-            return str(value) if value not in (None, "") else None
-    except (ValueError, TypeError) as e:
+            if value in (None, ""):
+                return None
+            if not isinstance(value, str):
+                raise ValueError("must be a file path")
+            return value
+    except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""
         raise InvalidInput(f"{where}: bad value {value!r}{detail}") from None
     raise InvalidInput(f"{where}: unknown setting")

@@ -46,7 +46,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
     ``due`` (used for dropped-in envelopes) replaces at/in."""
     unknown = set(spec) - SPEC_KEYS
     if unknown:
-        raise InvalidInput(f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise InvalidInput(f"unknown field(s): {', '.join(map(repr, sorted(unknown)))}")
     kind = _kind(spec.get("kind", "http"))
     target = _target(kind, spec.get("target"), settings)
     payload_json = _payload(spec, settings)
@@ -66,7 +66,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         horizon=_secs(spec, "horizon"), timeout=_secs(spec, "timeout"),
         misfire_grace=_secs(spec, "misfire_grace"),
         idempotency_key=_text(spec, "idempotency_key"),
-        cwd=(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
+        cwd=_cwd(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
         created_at=now, updated_at=now,
     )
     # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
@@ -85,6 +85,8 @@ def _target(kind: Kind, value: Any, settings: Settings) -> str:
         raise InvalidInput("target: missing (a URL, a shell command or module:function)")
     if len(value) > 8192:
         raise InvalidInput("target: longer than 8192 characters")
+    if "\0" in value or not _utf8(value):
+        raise InvalidInput("target: contains a NUL or bytes that are not UTF-8 text")
     if kind is Kind.HTTP:
         return _checked_url(value.strip(), settings)
     if kind is Kind.PYTHON and not _PY_TARGET.match(value.strip()):
@@ -107,13 +109,17 @@ def _payload(spec: dict[str, Any], settings: Settings) -> str:
             value = json.loads(raw)
         except (ValueError, TypeError) as e:
             raise InvalidInput(f"payload: not JSON ({e})") from None
+        except RecursionError:
+            raise InvalidInput("payload: JSON nested too deeply") from None
     else:
         value = spec.get("payload")
     try:
         text = _COMPACT(value)
+        size = len(text.encode())  # a lone surrogate ("\ud800") cannot be stored: refused here
     except (ValueError, TypeError) as e:
         raise InvalidInput(f"payload: cannot be stored as JSON ({e})") from None
-    size = len(text.encode())
+    except RecursionError:
+        raise InvalidInput("payload: JSON nested too deeply") from None
     if size > settings.max_payload_bytes:
         raise InvalidInput(f"payload: {size} bytes is over the limit of "
                            f"{settings.max_payload_bytes} (max_payload_bytes)")
@@ -141,7 +147,8 @@ def _headers(value: Any) -> dict[str, str]:
             raise InvalidInput(f"header: {name!r} is not a valid header name")
         if name.lower() in _RESERVED_HEADERS:
             raise InvalidInput(f"header: {name} is set by awty and cannot be overridden")
-        if not isinstance(v, str) or any(c in v for c in "\r\n\0") or len(v) > 4096:
+        if not isinstance(v, str) or any(c in v for c in "\r\n\0") or len(v) > 4096 \
+                or not _utf8(v):
             raise InvalidInput(f"header: the value of {name} is not a single line of text")
         out[name] = v
     if len(out) > 32:
@@ -183,8 +190,30 @@ def _text(spec: dict[str, Any], name: str) -> str | None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not value or len(value) > _MAX_TEXT or "\0" in value:
-        raise InvalidInput(f"{name}: must be a non-empty string of at most {_MAX_TEXT} characters")
+    if not isinstance(value, str) or not value or len(value) > _MAX_TEXT or "\0" in value \
+            or not _utf8(value):
+        raise InvalidInput(f"{name}: must be a non-empty string of at most {_MAX_TEXT} characters"
+                           " (UTF-8 text, no NUL)")
+    return value
+
+
+def _utf8(text: str) -> bool:
+    """False for text that cannot be stored: lone surrogates, e.g. from undecodable argv bytes
+    (surrogateescape) or a JSON "\\ud800" escape."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _cwd(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or "\0" in value or len(value) > 4096 or not _utf8(value):
+        raise InvalidInput("cwd: must be a directory path (UTF-8 text, no NUL)")
     return value
 
 

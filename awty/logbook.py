@@ -9,6 +9,19 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 
+class _PrivateRotatingFileHandler(RotatingFileHandler):
+    """Every file it opens (the first, and each one after a rotation) is created 0600 whatever
+    the umask; undecodable text (a file name with stray bytes) is escaped, not an error."""
+
+    def _open(self):
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """A line that cannot be written (a full or read-only disk) is dropped: logging's
+        default prints a traceback on stderr, and the CLI promises one clear line."""
+
+
 def open_log(home: Path, max_bytes: int) -> logging.Logger:
     log = logging.getLogger(f"awty.{home}")
     if not log.handlers:
@@ -16,8 +29,9 @@ def open_log(home: Path, max_bytes: int) -> logging.Logger:
         try:
             if not path.exists():
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-            handler: logging.Handler = RotatingFileHandler(path, maxBytes=max_bytes,
-                                                           backupCount=3, delay=True)
+            handler: logging.Handler = _PrivateRotatingFileHandler(
+                path, maxBytes=max_bytes, backupCount=3, delay=True, encoding="utf-8",
+                errors="backslashreplace")
         except OSError:
             handler = logging.NullHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s pid=%(process)d "

@@ -18,7 +18,7 @@ import ipaddress
 import re
 import socket
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .errors import InvalidInput
 
@@ -104,7 +104,15 @@ def _matches_prefix(parts, url: str, prefix: str) -> bool:
         return False
     if p_port != (parts.port or _default_port(parts.scheme.lower())):
         return False
+    if _climbs(parts.path):
+        return False
     return _rest(url, parts.netloc).startswith(_rest(prefix, p.netloc).split("#", 1)[0])
+
+
+def _climbs(path: str) -> bool:
+    """A ".." segment (also %2e%2e, or behind a backslash or %2f) lets a path that starts with
+    an allowed prefix land outside it once the receiver's server normalises it."""
+    return ".." in unquote(path).replace("\\", "/").split("/")
 
 
 def _rest(url: str, netloc: str) -> str:

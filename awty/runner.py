@@ -3,8 +3,10 @@
 Per slot: refuse the future, take the slot's lock without waiting, reconcile the slot tree with
 the store (import drop-ins, drop orphans, set aside bad files), then claim jobs in batches with
 a lease, execute them with bounded concurrency, and record each batch's decisions in one
-transaction. A crash between claim and record costs at most one batch of duplicate deliveries
-once the lease expires, never a lost job (SPEC 6, 12).
+transaction. A crash sends again, once the leases expire, what it had delivered but not yet
+recorded: the decisions awaiting their batch, a batch being written and the callbacks in flight
+(under two batches plus the concurrency); it never loses a job (SPEC 6, 12;
+tests/reliability/test_crash.py measures it).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from .clock import Clock
 from .config import Settings
-from .errors import AwtyError, Conflict, InvalidInput
+from .errors import AwtyError, Busy, Conflict, InvalidInput
 from .model import Answer, Attempt, Job, Kind, Outcome, Result, SlotSummary
 from .policy import decide, limits, misfired, quick_retry_delay
 from .slotdir import Entry, SlotTree
@@ -92,7 +94,7 @@ class Runner:
         try:
             _write_holder(lock.lock_file)
             if opts.shard is None or opts.shard[0] == 0:
-                self._reconcile(slot, summary)
+                self._reconcile_alone(slot, summary)
             self.on_event("slot_start", {"slot": sid, "total": len(self.store.slot_ids(slot))})
             _run_async(self._drive(slot, opts, summary))
             self.tree.remove_slot_if_empty(slot)
@@ -125,11 +127,33 @@ class Runner:
         return out
 
     # -- the slot tree ------------------------------------------------------------------
+    def _reconcile_alone(self, slot: datetime, summary: SlotSummary) -> None:
+        """One reconciler per slot at a time. An unsharded runner and shard 1/n hold different
+        slot locks (the hourly catch-up overlapping a sharded cron), and two importers of one
+        drop-in would each give it an id of its own and fire it twice. A runner that finds the
+        slot being reconciled skips it: the other one imports."""
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.tree.locks / f"{slot_id(slot)}.reconcile.lock"),
+                        mode=0o600, blocking=False)
+        try:
+            lock.acquire()
+        except Timeout:
+            return
+        try:
+            self._reconcile(slot, summary)
+        finally:
+            lock.release()
+
     def _reconcile(self, slot: datetime, summary: SlotSummary) -> None:
         """SQLite decides: a file with no pending row here is an orphan (removed); a file whose
         id awty has never seen is a drop-in (imported, or set aside with its reason)."""
         from . import jobspec
 
+        link = self.tree.set_aside_slot_link(slot)  # never list, import or delete through it
+        if link:
+            summary.rejected += 1
+            self._warn(f"slot {summary.slot}: set aside the slot directory itself: {link}")
         entries = list(self.tree.entries(slot))
         if not entries:
             return
@@ -158,16 +182,27 @@ class Runner:
         if drop_ins:
             try:
                 added = self.store.add([d[0] for d in drop_ins], [d[1] for d in drop_ins])
-            except Conflict as err:
-                for _, _, e in drop_ins:
-                    self._reject(e, slot, str(err), summary)
-                return
+            except Conflict:
+                # One at a time: only the drop-ins the store refuses (an id or idempotency key
+                # already taken) are set aside; the others still run.
+                kept, added = [], []
+                for d in drop_ins:
+                    try:
+                        added += self.store.add([d[0]], [d[1]])
+                    except Conflict as err:
+                        self._reject(d[2], slot, str(err), summary)
+                        continue
+                    kept.append(d)
+                drop_ins = kept
             for (job, _, e), a in zip(drop_ins, added, strict=True):
-                if e.name != f"{job.id}.json":
+                if e.name != f"{job.id}.json" or not a.created:
                     self.tree.remove_entry(e)
-                self.tree.write(a.job)
+                if a.created:  # else its idempotency key named a job awty already has
+                    self.tree.write(a.job)
                 summary.imported += a.created
-            self._warn(f"slot {summary.slot}: imported {len(drop_ins)} dropped-in envelope(s)")
+            if drop_ins:
+                self._warn(f"slot {summary.slot}: imported {len(drop_ins)} dropped-in "
+                           "envelope(s)")
 
     def _reject(self, entry: Entry, slot: datetime, reason: str, summary: SlotSummary) -> None:
         try:
@@ -224,6 +259,7 @@ class Runner:
             state["claiming"] = None
             if fut.cancelled() or fut.exception() is not None:
                 state["exhausted"] = True
+                state["error"] = state.get("error") or fut.exception()
                 return
             jobs = fut.result()
             if not jobs:
@@ -238,7 +274,18 @@ class Runner:
             return state["claiming"]
 
         def record(batch: list[Decision], evs: list[tuple]) -> None:
-            applied = self.store.finish(batch, owner=owner, now=self.clock.now(), events=evs)
+            # These callbacks were sent: dropping their results over a briefly locked database
+            # would send them all again once the leases expire. Keep trying (each try waits
+            # the busy timeout) for half a lease; after that the leases decide.
+            give_up = monotonic() + lease / 2
+            while True:
+                try:
+                    applied = self.store.finish(batch, owner=owner, now=self.clock.now(),
+                                                events=evs)
+                    break
+                except Busy:
+                    if monotonic() >= give_up:
+                        raise
             self._apply_files(applied, summary)
 
         def flush() -> None:
@@ -253,7 +300,11 @@ class Runner:
                     pending = start_claim()
                     if pending is None:
                         return
-                    await pending  # raises if the claim failed: the runner itself is broken
+                    try:
+                        await pending
+                    except AwtyError:  # e.g. a locked database: stop claiming, finish what is
+                        claimed(pending)  # in hand, and raise it after the results are written
+                        return
                     # Awaiting a future that is already done does not yield, so its done
                     # callback may not have run yet: hand the jobs over here, or this loop spins.
                     claimed(pending)
@@ -270,8 +321,12 @@ class Runner:
         try:
             await asyncio.gather(*(worker() for _ in range(max(1, s.concurrency))))
             flush()
-            for w in writes:
-                await w
+            failed = [r for r in await asyncio.gather(*writes, return_exceptions=True)
+                      if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
+            if state.get("error") is not None:
+                raise state["error"]  # the claim failed: what is left waits for the next run
         finally:
             for ex in executors.values():
                 await ex.close()
@@ -330,11 +385,16 @@ class Runner:
         return ex
 
     def _apply_files(self, applied: list[Decision], summary: SlotSummary) -> None:
+        """The store has recorded these decisions; the tree follows. A file that cannot be
+        written or removed (a full or read-only disk) undoes nothing: a pending row without an
+        envelope still runs, an envelope without its row is an orphan, doctor --repair mends
+        both."""
+        trouble: list[OSError] = []
         for d in applied:
             job = d.job
             summary.ran += 1
             if isinstance(d, End):
-                self.tree.remove(job.id, job.next_check_at)
+                _tree_op(trouble, self.tree.remove, job.id, job.next_check_at)
                 summary.count(d.outcome.value)
                 if d.outcome in (Outcome.FAILED,) or d.reason == "misfired":
                     self._warn(f"job {job.id} {d.outcome.value}: {d.reason}")
@@ -342,8 +402,8 @@ class Runner:
                 assert isinstance(d, Reslot)
                 moved = replace(job, next_check_at=d.next_check_at, check_count=d.check_count,
                                 attempt=d.attempt)
-                self.tree.write(moved)
-                self.tree.remove(job.id, job.next_check_at)
+                _tree_op(trouble, self.tree.write, moved)
+                _tree_op(trouble, self.tree.remove, job.id, job.next_check_at)
                 if d.result is not None and d.result.deferred:
                     summary.deferred += 1
                     summary.ran -= 1
@@ -351,6 +411,10 @@ class Runner:
                     summary.rechecked += 1
                 else:
                     summary.retried += 1
+        if trouble:
+            self._warn(f"slot {summary.slot}: {len(trouble)} envelope change(s) not made "
+                       f"({trouble[0].strerror or trouble[0]}); the database has them; "
+                       "`awty doctor --repair` mends the slot tree")
 
     # -- logging --------------------------------------------------------------------------
     def _warn(self, text: str) -> None:
@@ -365,6 +429,13 @@ class Runner:
         self.log.info(f"slot {summary.slot}: ran {summary.ran} in {summary.seconds:.2f}s "
                       f"{outcomes} rechecked={summary.rechecked} retried={summary.retried} "
                       f"deferred={summary.deferred}")
+
+
+def _tree_op(trouble: list[OSError], op: Callable[..., object], *args: object) -> None:
+    try:
+        op(*args)
+    except OSError as e:
+        trouble.append(e)
 
 
 def _spec_from_envelope(data: dict, name_id: str | None) -> dict:
@@ -392,7 +463,8 @@ def _run_async(coro) -> None:
 
 def _write_holder(lock_file: str) -> None:
     try:
-        with open(lock_file + ".owner", "w") as f:
+        fd = os.open(lock_file + ".owner", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w") as f:
             f.write(f"pid {os.getpid()} on {socket.gethostname()}")
     except OSError:
         pass

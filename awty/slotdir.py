@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -18,8 +19,13 @@ from .model import Job
 from .slots import iso, parse_slot_id, slot_id
 
 ENVELOPE_VERSION = 1
+_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # what an awty id looks like (Crockford base32)
 MAX_ENVELOPE_BYTES = 64 * 1024
-_OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+# O_NONBLOCK: opening a FIFO someone left in a slot must not wait for a writer (it is then
+# refused as "not a regular file"); it changes nothing for regular files.
+_OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+_NOT_A_DIR = (errno.ENOTDIR, errno.ELOOP)  # what O_NOFOLLOW|O_DIRECTORY says of a symlink
 _OPEN_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -61,6 +67,21 @@ def _rename_into(dfd: int, final: str, data: bytes) -> None:
     os.rename(tmp, final, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
+def _private_dirs(path: Path) -> None:
+    """``mkdir -p`` whose every new directory is 0700 whatever the umask (``Path.mkdir`` makes
+    the parents it creates with the umask's mode: a world-writable ``slots/`` under umask 0)."""
+    if not path.parent.is_dir():
+        _private_dirs(path.parent)
+    path.mkdir(mode=0o700, exist_ok=True)
+
+
+def _is_real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str  # file name in the slot directory
@@ -82,7 +103,7 @@ class SlotTree:
     def _ensure(self, sid: str) -> Path:
         path = self.root / sid
         if sid not in self._made:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _private_dirs(path)
             self._made.add(sid)
         return path
 
@@ -115,8 +136,15 @@ class SlotTree:
     def _dir_fd(self, sid: str) -> int:
         fd = self._fds.get(sid)
         if fd is None:
-            self._ensure(sid)
-            fd = os.open(self.root / sid, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                self._ensure(sid)
+                fd = os.open(self.root / sid, _OPEN_DIR)
+            except OSError as e:  # EEXIST: mkdir met a dangling link or a file
+                if e.errno not in (*_NOT_A_DIR, errno.EEXIST) \
+                        or not self.set_aside_slot_link(parse_slot_id(sid)):
+                    raise
+                self._ensure(sid)  # a real directory in place of the link set aside
+                fd = os.open(self.root / sid, _OPEN_DIR)
             if len(self._fds) >= 64:
                 self.close()
             self._fds[sid] = fd
@@ -145,7 +173,7 @@ class SlotTree:
         fd = self._fds.get(sid)
         try:
             if fd is None:
-                if not os.path.isdir(os.path.join(self.root, sid)):
+                if not _is_real_dir(os.path.join(self.root, sid)):
                     return False
                 fd = self._dir_fd(sid)
             os.unlink(f"{job_id}.json", dir_fd=fd)
@@ -164,14 +192,21 @@ class SlotTree:
 
     # -- reading --------------------------------------------------------------------------
     def entries(self, slot: datetime) -> Iterator[Entry]:
-        """Every non-hidden file name in the slot directory, in name order."""
+        """Every non-hidden file name in the slot directory, in name order. A slot "directory"
+        that is a symlink is not listed through (see ``set_aside_slot_link``)."""
         path = self.slot_path(slot)
         try:
-            names = sorted(e.name for e in os.scandir(path) if not e.name.startswith("."))
-        except (FileNotFoundError, NotADirectoryError):
-            return
+            fd = os.open(path, _OPEN_DIR)
+        except OSError as e:
+            if e.errno == errno.ENOENT or e.errno in _NOT_A_DIR:
+                return
+            raise
+        try:
+            names = sorted(e.name for e in os.scandir(fd) if not e.name.startswith("."))
+        finally:
+            os.close(fd)
         for name in names:
-            job_id = name[:-5] if name.endswith(".json") else None
+            job_id = name[:-5] if name.endswith(".json") and _ID.fullmatch(name[:-5]) else None
             yield Entry(name, path / name, job_id)
 
     def read(self, entry: Entry) -> dict:
@@ -179,7 +214,7 @@ class SlotTree:
         try:
             fd = os.open(entry.path, _OPEN_NOFOLLOW)
         except OSError as e:
-            if e.errno == 40:  # ELOOP: a symlink
+            if e.errno == errno.ELOOP:  # a symlink
                 raise ValueError("is a symlink (never followed)") from None
             raise ValueError(f"cannot open: {e.strerror}") from None
         try:
@@ -195,6 +230,8 @@ class SlotTree:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
             raise ValueError(f"not JSON ({e})") from None
+        except RecursionError:
+            raise ValueError("not JSON (nested too deeply)") from None
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return data
@@ -202,11 +239,33 @@ class SlotTree:
     def set_aside(self, entry: Entry, slot: datetime, reason: str) -> Path:
         """Move a bad file out of the slot into ``rejected/<slot>/`` with a ``.reason`` note."""
         dest_dir = self.rejected / slot_id(slot)
-        dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private_dirs(dest_dir)
         dest = dest_dir / entry.name
         os.replace(entry.path, dest)  # rename moves a symlink itself, never its target
-        (dest_dir / (entry.name + ".reason")).write_text(reason + "\n")
+        fd = os.open(dest_dir / (entry.name + ".reason"), _OPEN_WRITE, 0o600)
+        try:
+            os.write(fd, (reason + "\n").encode("utf-8", "backslashreplace"))
+        finally:
+            os.close(fd)
         return dest
+
+    def set_aside_slot_link(self, slot: datetime) -> str | None:
+        """A slot must be a real directory. A symlink (or any non-directory) in its place is
+        never followed: the link itself is moved to ``rejected/<slot>/<slot>`` with a reason,
+        and the reason is returned (None when the slot is a directory or absent)."""
+        sid = slot_id(slot)
+        path = self.root / sid
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return None
+        if stat.S_ISDIR(mode):
+            return None
+        reason = ("the slot directory is a symlink (never followed)" if stat.S_ISLNK(mode)
+                  else "the slot path is not a directory")
+        self._forget(sid)
+        self.set_aside(Entry(sid, path, None), slot, reason)
+        return reason
 
     def remove_entry(self, entry: Entry) -> None:
         try:
@@ -244,4 +303,4 @@ class SlotTree:
 
         self.locks.mkdir(mode=0o700, parents=True, exist_ok=True)
         name = slot_id(slot) + (f".shard{shard[0]}of{shard[1]}" if shard else "") + ".lock"
-        return FileLock(str(self.locks / name), blocking=False)
+        return FileLock(str(self.locks / name), mode=0o600, blocking=False)

@@ -44,9 +44,12 @@ def recheck_from_text(text: str | bytes, now: datetime) -> datetime | None:
     """``recheck_from`` over a JSON document; text that is not JSON asks for nothing."""
     try:
         data = json.loads(text)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # too deep is not JSON to us
         return None
-    return recheck_from(data, now)
+    try:
+        return recheck_from(data, now)
+    except (TypeError, OverflowError, OSError) as e:  # e.g. recheck_in 1e308, recheck_at 1e20
+        raise ValueError(str(e) or type(e).__name__) from None
 
 
 def truncate(text: str | None, limit: int) -> str | None:

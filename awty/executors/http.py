@@ -38,6 +38,9 @@ from ..slots import iso
 from .base import recheck_from_text, truncate
 
 OUTPUT_CHARS = 500  # Result.output keeps this much of the response body
+# httptools keeps a header's value whole until it ends: bound the header block (and a stream of
+# interim 1xx responses), or a receiver sending one endless header grows memory without limit.
+MAX_HEAD_BYTES = 256 * 1024
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 # Headers awty writes itself; a job's own headers may not replace or duplicate them, nor change
 # the message framing (hop-by-hop headers).
@@ -93,6 +96,7 @@ class _Conn(asyncio.Protocol):
 
     __slots__ = ("transport", "parser", "waiter", "closed", "got_bytes", "headers_done",
                  "status", "retry_after", "chunks", "size", "cap", "truncated", "keep_alive",
+                 "head_size",
                  "on_lost")
 
     def __init__(self, cap: int, on_lost: Callable[[_Conn], None]):
@@ -106,6 +110,7 @@ class _Conn(asyncio.Protocol):
 
     def _reset(self) -> None:
         self.got_bytes = False
+        self.head_size = 0
         self.headers_done = False
         self.status = 0
         self.retry_after: bytes | None = None
@@ -134,6 +139,10 @@ class _Conn(asyncio.Protocol):
         except httptools.HttpParserError as e:
             if not w.done():
                 self._fail(_BadResponse(f"malformed HTTP response ({e})"))
+        if not self.headers_done and not w.done():
+            self.head_size += len(data)
+            if self.head_size > MAX_HEAD_BYTES:
+                self._fail(_BadResponse(f"response headers over {MAX_HEAD_BYTES} bytes"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -262,8 +271,8 @@ def _parse_retry_after(raw: bytes | None, now: datetime) -> float | None:
     if raw is None:
         return None
     s = raw.decode("latin-1").strip()
-    if s.isdigit():
-        return float(int(s))
+    if s.isascii() and s.isdigit():  # not int(): "²" is a digit, 5000 digits are too many
+        return float(s)  # absurdly large -> inf: beyond any horizon
     try:
         at = parsedate_to_datetime(s)
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -82,8 +82,9 @@ class Store(Protocol):
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
               limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
-        """Lease up to ``limit`` jobs of ``slot`` (pending, or in_flight with an expired lease),
-        in (next_check_at, id) order, with ``owner`` and ``lease_until``."""
+        """Lease up to ``limit`` jobs of ``slot`` (pending, or in_flight with an expired lease
+        held by another owner), in (next_check_at, id) order, with ``owner`` and
+        ``lease_until``."""
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime) -> list[Decision]:
         """Apply decisions for jobs still leased by ``owner``, in one transaction; returns the

@@ -346,9 +346,11 @@ class SQLiteStore:
 
     # -- running --------------------------------------------------------------------------
     def claim(self, slot, *, now, owner, lease_until, limit, shard=None) -> list[Job]:
-        where = ("next_check_at = ? AND (status = 'pending' OR lease_until IS NULL "
-                 "OR lease_until <= ?)")
-        params: list = [iso(slot), iso(now)]
+        # An expired lease is taken back from another owner, never from ``owner`` itself: its
+        # jobs are still in its hands when the clock jumped forward past their lease.
+        where = ("next_check_at = ? AND (status = 'pending' OR ((lease_until IS NULL "
+                 "OR lease_until <= ?) AND lease_owner IS NOT ?))")
+        params: list = [iso(slot), iso(now), owner]
         if shard is not None:
             where += " AND awty_shard(id, ?) = ?"
             params += [shard[1], shard[0]]
