@@ -261,6 +261,7 @@ def test_add_arguments_fuzzed(tmp_path):
         assert state(home) == before
 
     check()
+    print(f"\n{seen}")
     assert seen["ok"] > 0 and seen["bad"] > 0, seen
 
 
@@ -495,6 +496,7 @@ def test_batch_lines_fuzzed(tmp_path):
             assert (home / "slots" / doc["slot"] / f"{doc['id']}.json").is_file()
 
     check()
+    print(f"\n{seen}")
     assert seen["ok"] > 0 and seen["bad"] > 0, seen
 
 
@@ -614,4 +616,5 @@ def test_dropped_envelopes_fuzzed_through_run_slot(tmp_path, monkeypatch):
         conn = sqlite3.connect(home / "awty.db")
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         conn.close()
+    print(f"\n{stats}")
     assert stats["imported"] > 0 and stats["rejected"] > 0, stats
