@@ -47,6 +47,9 @@ _DURATION_KEYS = {"timeout", "horizon", "max_delay", "misfire_grace", "lease", "
 _INT_KEYS = {"resolution", "concurrency", "per_host_concurrency", "max_checks", "max_attempts",
              "quick_retries", "max_payload_bytes", "max_response_bytes", "breaker_threshold",
              "batch_size", "history_output_bytes", "log_max_bytes"}
+# Sanity ceilings: past these a value is a typo, and would exhaust file descriptors or memory.
+_INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size": 100_000,
+            "quick_retries": 10, "max_checks": 1_000_000, "max_attempts": 1_000}
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -63,6 +66,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 check_resolution(n)
             elif n < (0 if key == "quick_retries" else 1):
                 raise ValueError("must be positive")
+            elif n > _INT_MAX.get(key, 1 << 40):
+                raise ValueError(f"at most {_INT_MAX.get(key, 1 << 40)}")
             return n
         if key in _DURATION_KEYS:
             secs = parse_duration(value)

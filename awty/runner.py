@@ -180,6 +180,14 @@ class Runner:
                 continue
             drop_ins.append((job, fp, e))
         if drop_ins:
+            # An envelope naming the id of a job awty already knows (pending elsewhere, or
+            # ended) is a replay, not new work: running it again would end that job twice.
+            taken = self.store.find(d[0].id for d in drop_ins if d[0].id != d[2].job_id)
+            for d in [d for d in drop_ins if d[0].id in taken]:
+                self._reject(d[2], slot, f"id {d[0].id} is already used by another job",
+                             summary)
+            drop_ins = [d for d in drop_ins if d[0].id not in taken]
+        if drop_ins:
             try:
                 added = self.store.add([d[0] for d in drop_ins], [d[1] for d in drop_ins])
             except Conflict:

@@ -341,3 +341,20 @@ def test_run_slot_cli_json_summary(home, clock, rx):
     p = awty_proc(home, "run-slot", "209901010000", now=job.next_check_at)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 2 and "future" in err
+
+
+def test_drop_in_replaying_a_known_id_is_set_aside(home, clock, rx):
+    a = make(home, clock)
+    done = a.add(rx.url("/first"), in_="1m").job
+    fire(a, clock, done.next_check_at)
+    nxt = a.add(rx.url("/next"), in_="20m").job
+    slot_dir = home / "slots" / slot_id(nxt.next_check_at)
+    (slot_dir / "replay.json").write_text(json.dumps({"id": done.id, "target": rx.url("/again")}))
+    s = fire(a, clock, nxt.next_check_at)
+    assert s.rejected == 1 and rx.requests("/again") == []
+    assert [h["id"] for h in db_rows(home, "job_history")].count(done.id) == 1
+
+
+def test_config_ceilings(home, clock):
+    with pytest.raises(InvalidInput, match="at most 10000"):
+        Awty(home, clock=clock, env={}, concurrency=10**9)
