@@ -600,7 +600,30 @@ from . import cli_ops  # noqa: E402,F401  registers doctor, crontab, stats, prun
 
 
 def main() -> None:
-    app()
+    _app_for(sys.argv[1:])()
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app to run: when the first word names a plain command, a one-command app. Typer
+    builds every command's parameters before dispatching (~12 ms for all of them); `awty add`
+    under a crontab or a script loop should pay only for its own."""
+    name = args[0] if args else ""
+    if name.startswith("-"):
+        return app
+    found = [c for c in app.registered_commands
+             if (c.name or c.callback.__name__.replace("_", "-")) == name]  # type: ignore
+    if len(found) != 1:
+        return app  # help, a typo (suggestions), or a sub-app such as `secret`
+    one = typer.Typer(cls=_OneLineGroup, rich_markup_mode=None, add_completion=False,
+                      pretty_exceptions_show_locals=False,
+                      context_settings={"help_option_names": ["-h", "--help"]})
+    one.registered_commands = found
+    one.callback()(_no_options)  # keep it a group, so `awty NAME …` parses as with the full app
+    return one
+
+
+def _no_options() -> None:
+    pass
 
 
 if __name__ == "__main__":

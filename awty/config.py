@@ -121,7 +121,9 @@ def read_toml(home: Path) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise InvalidInput(f"{path}: cannot read ({e.strerror})") from None
-    import tomllib  # lazy: most commands never need it when there is no file
+    if all(not line.strip() or line.lstrip().startswith(b"#") for line in raw.splitlines()):
+        return {}  # only comments (the file `init` writes): skip tomllib's ~10 ms import
+    import tomllib
 
     try:
         data = tomllib.loads(raw.decode("utf-8"))
