@@ -382,7 +382,7 @@ valid_specs = st.fixed_dictionaries(
 
 @st.composite
 def invalid_lines(draw):
-    spec = draw(valid_specs)
+    spec = dict(draw(valid_specs))  # a copy: hypothesis may hand the same dict to a valid line
     how = draw(st.integers(0, 13))
     if how == 0:
         spec["colour"] = "red"
