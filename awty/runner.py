@@ -69,6 +69,8 @@ class Runner:
         self._secret = secret
         self.log = log
         self.on_event = on_event or (lambda kind, data: None)
+        self._unlinker: ThreadPoolExecutor | None = None
+        self._unlinks: list = []
 
     # -- public -------------------------------------------------------------------------
     def run_slot(self, slot: datetime, opts: RunOptions | None = None) -> SlotSummary:
@@ -254,6 +256,7 @@ class Runner:
         writes: list[asyncio.Future] = []
         state: dict[str, Any] = {"claiming": None, "exhausted": False}
         io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
+        self._unlinker = ThreadPoolExecutor(8, thread_name_prefix="awty-unlink")
 
         def claim() -> list[Job]:
             now = self.clock.now()
@@ -339,6 +342,9 @@ class Runner:
             for ex in executors.values():
                 await ex.close()
             io.shutdown(wait=True)  # a claim or write still running finishes first
+            self._unlinker.shutdown(wait=True)
+            self._unlinker = None
+            self._finish_unlinks(summary)
             if state["claiming"] is not None and state["claiming"].done() \
                     and not state["claiming"].cancelled() \
                     and state["claiming"].exception() is None:
@@ -398,11 +404,12 @@ class Runner:
         envelope still runs, an envelope without its row is an orphan, doctor --repair mends
         both."""
         trouble: list[OSError] = []
+        gone: dict[datetime, list[str]] = {}
         for d in applied:
             job = d.job
             summary.ran += 1
             if isinstance(d, End):
-                _tree_op(trouble, self.tree.remove, job.id, job.next_check_at)
+                gone.setdefault(job.next_check_at, []).append(job.id)
                 summary.count(d.outcome.value)
                 if d.outcome in (Outcome.FAILED,) or d.reason == "misfired":
                     self._warn(f"job {job.id} {d.outcome.value}: {d.reason}")
@@ -411,7 +418,7 @@ class Runner:
                 moved = replace(job, next_check_at=d.next_check_at, check_count=d.check_count,
                                 attempt=d.attempt)
                 _tree_op(trouble, self.tree.write, moved)
-                _tree_op(trouble, self.tree.remove, job.id, job.next_check_at)
+                gone.setdefault(job.next_check_at, []).append(job.id)
                 if d.result is not None and d.result.deferred:
                     summary.deferred += 1
                     summary.ran -= 1
@@ -419,6 +426,29 @@ class Runner:
                     summary.rechecked += 1
                 else:
                     summary.retried += 1
+        self._remove_later(gone, trouble)
+        self._warn_tree(trouble, summary)
+
+    def _remove_later(self, gone: dict[datetime, list[str]], trouble: list[OSError]) -> None:
+        """Unlinking is the slowest step of a run on a real disk (~80 µs a file on ext4 once the
+        envelopes are written back) and needs nothing from the store: a pool of threads does it
+        off the store thread, in parallel, and the run waits for it only at its end."""
+        pool = self._unlinker
+        for slot, ids in gone.items():
+            for i in range(0, len(ids), 128):
+                if pool is None:
+                    trouble += self.tree.remove_many(ids[i:i + 128], slot)
+                else:
+                    self._unlinks.append(pool.submit(self.tree.remove_many, ids[i:i + 128], slot))
+
+    def _finish_unlinks(self, summary: SlotSummary) -> None:
+        trouble: list[OSError] = []
+        for f in self._unlinks:
+            trouble += f.result()
+        self._unlinks.clear()
+        self._warn_tree(trouble, summary)
+
+    def _warn_tree(self, trouble: list[OSError], summary: SlotSummary) -> None:
         if trouble:
             self._warn(f"slot {summary.slot}: {len(trouble)} envelope change(s) not made "
                        f"({trouble[0].strerror or trouble[0]}); the database has them; "

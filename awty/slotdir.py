@@ -145,8 +145,8 @@ class SlotTree:
                     raise
                 self._ensure(sid)  # a real directory in place of the link set aside
                 fd = os.open(self.root / sid, _OPEN_DIR)
-            if len(self._fds) >= 64:
-                self.close()
+            if len(self._fds) >= 256:  # evict the oldest, not all: batches span many slots
+                os.close(self._fds.pop(next(iter(self._fds))))
             self._fds[sid] = fd
         return fd
 
@@ -180,6 +180,28 @@ class SlotTree:
             return True
         except FileNotFoundError:
             return False
+
+    def remove_many(self, job_ids: list[str], slot: datetime) -> list[OSError]:
+        """Remove these jobs' envelopes from one slot; returns the errors (a missing file is
+        not one). Safe to call from several threads at once: it keeps its own descriptor."""
+        try:
+            fd = os.open(self.root / slot_id(slot), _OPEN_DIR)
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            return [e]
+        errors: list[OSError] = []
+        try:
+            for job_id in job_ids:
+                try:
+                    os.unlink(f"{job_id}.json", dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    errors.append(e)
+        finally:
+            os.close(fd)
+        return errors
 
     def remove_slot_if_empty(self, slot: datetime) -> bool:
         sid = slot_id(slot)

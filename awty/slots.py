@@ -52,6 +52,7 @@ def is_boundary(at: datetime, resolution: int) -> bool:
     return _seconds(at) % (resolution * 60) == 0
 
 
+@lru_cache(maxsize=1024)
 def slot_id(slot: datetime) -> str:
     return slot.astimezone(UTC).strftime(SLOT_FORMAT)
 

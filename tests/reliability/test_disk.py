@@ -292,11 +292,11 @@ def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
         refused = _break_writes(monkeypatch, errno.ENOSPC)
         removals: list[int] = []
 
-        def no_unlink(self, job_id, slot):
-            removals.append(1)
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        def no_unlink(self, job_ids, slot):
+            removals.append(len(job_ids))
+            return [OSError(errno.EROFS, os.strerror(errno.EROFS)) for _ in job_ids]
 
-        monkeypatch.setattr(slotdir.SlotTree, "remove", no_unlink)
+        monkeypatch.setattr(slotdir.SlotTree, "remove_many", no_unlink)
         clock.set(slot + timedelta(seconds=1))
         summary = a.run_slot(slot)  # must not raise: the store recorded every result
         monkeypatch.undo()

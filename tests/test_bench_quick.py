@@ -1,0 +1,66 @@
+"""The benchmark must not rot: run ``scripts/bench --quick`` end to end (small sizes, one run
+each) and check that it prints its table and writes a report holding every row.
+
+Nothing here asserts a speed: SPEC 11's figures are measured by the full bench
+(``./scripts/bench``, written to BENCHMARKS.md), never by a timed test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "scripts" / "bench"
+
+# One stable prefix per row of the table (sizes follow them and differ in quick mode).
+ROWS = [
+    "receiver ceiling",
+    "awty add (CLI) median wall",
+    "awty add (CLI) p90 wall",
+    "add_many (library)",
+    "add --batch FILE (CLI)",
+    "run-slot end to end (library)",
+    "bare asyncio+httptools reference",
+    "requests.Session pool reference",
+    "run-slot (library), awty's default per-host cap",
+    "run-slot / bare reference",
+    "run-slot / requests reference",
+    "flatness: ",
+    "flatness ratio",
+    "catch-up ",
+    "one slot of",
+    "catch-up ratio",
+    "run-slot (CLI) peak RSS",
+    "run-slot (CLI) throughput",
+]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bench targets Linux")
+def test_bench_quick_runs_and_reports(tmp_path):
+    out = tmp_path / "BENCH.md"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWTY_")}
+    env["COLUMNS"] = "200"  # the table's rows stay on one line each
+    try:
+        proc = subprocess.run(
+            [str(BENCH), "--quick", "--output", str(out), "--workdir", str(tmp_path / "work")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired as e:  # pragma: no cover - shows where it stalled
+        pytest.fail(f"scripts/bench --quick did not finish in 600 s; stderr so far:\n"
+                    f"{(e.stderr or b'')[-4000:]!r}")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "awty benchmarks (SPEC 11)" in proc.stdout
+    assert out.exists(), proc.stderr[-2000:]
+    report = out.read_text()
+    for row in ROWS:
+        assert row in proc.stdout, f"table row {row!r} missing from stdout"
+        assert f"| {row}" in report, f"row {row!r} missing from {out.name}"
+    assert "## Machine" in report and "sqlite" in report and "uvloop" in report
+    assert "scripts/bench --quick" in report
+    assert "error" not in [line.rsplit("|", 2)[-2].strip() for line in report.splitlines()
+                           if line.startswith("| ") and line.count("|") == 8]
+    # everything it started has stopped: no work directory left behind
+    assert not any((tmp_path / "work").glob("run-*"))
