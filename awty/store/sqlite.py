@@ -255,27 +255,10 @@ class SQLiteStore:
 
     def list(self, *, status=None, slot=None, entity=None, key=None, kind=None,
              limit=None, until=None) -> Iterator[Job]:
-        where, params = [], []
-        if status:
-            where.append("status = ?")
-            params.append(status)
-        if slot is not None:
-            where.append("next_check_at = ?")
-            params.append(iso(slot))
-        if until is not None:
-            where.append("next_check_at <= ?")
-            params.append(iso(until))
-        if entity is not None:
-            where.append("entity_name = ?")
-            params.append(entity)
-        if key is not None:
-            where.append("entity_key = ?")
-            params.append(key)
-        if kind is not None:
-            where.append("kind = ?")
-            params.append(kind)
-        sql = _SELECT_JOB + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY next_check_at, id"
+        where, params = _where([("status = ?", status or None), ("next_check_at = ?", slot),
+                                ("next_check_at <= ?", until), ("entity_name = ?", entity),
+                                ("entity_key = ?", key), ("kind = ?", kind)])
+        sql = _SELECT_JOB + where + " ORDER BY next_check_at, id"
         if limit:
             sql += f" LIMIT {int(limit)}"
         for r in self.conn.execute(sql, params):
@@ -436,34 +419,15 @@ class SQLiteStore:
             "SELECT id FROM future_job WHERE next_check_at = ?", (iso(slot),))}
 
     def slots_with_work(self, *, until=None, since=None) -> list[tuple[datetime, int]]:
-        where, params = [], []
-        if since is not None:
-            where.append("next_check_at >= ?")
-            params.append(iso(since))
-        if until is not None:
-            where.append("next_check_at <= ?")
-            params.append(iso(until))
-        sql = "SELECT next_check_at, count(*) FROM future_job"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " GROUP BY next_check_at ORDER BY next_check_at"
+        where, params = _where([("next_check_at >= ?", since), ("next_check_at <= ?", until)])
+        sql = ("SELECT next_check_at, count(*) FROM future_job" + where
+               + " GROUP BY next_check_at ORDER BY next_check_at")
         return [(from_iso(s), n) for s, n in self.conn.execute(sql, params)]
 
     def history(self, *, outcome=None, entity=None, since=None, limit=None) -> list[HistoryRow]:
-        where, params = [], []
-        if outcome:
-            where.append("outcome = ?")
-            params.append(outcome)
-        if entity:
-            where.append("entity_name = ?")
-            params.append(entity)
-        if since is not None:
-            where.append("ended_at >= ?")
-            params.append(iso(since))
-        sql = "SELECT * FROM job_history"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY seq DESC"
+        where, params = _where([("outcome = ?", outcome or None),
+                                ("entity_name = ?", entity or None), ("ended_at >= ?", since)])
+        sql = "SELECT * FROM job_history" + where + " ORDER BY seq DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
         return [_row_to_history(r) for r in self._rows(sql, params)]
@@ -480,6 +444,16 @@ class SQLiteStore:
 
     def integrity_check(self) -> str:
         return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def _where(conditions: list[tuple[str, object]]) -> tuple[str, list]:
+    """`` WHERE a = ? AND b >= ?`` and its parameters, from the (clause, value) pairs whose value
+    is given; datetimes become stored instants."""
+    used = [(c, iso(v) if isinstance(v, datetime) else v) for c, v in conditions
+            if v is not None]
+    if not used:
+        return "", []
+    return " WHERE " + " AND ".join(c for c, _ in used), [v for _, v in used]
 
 
 def _job_from_history_json(text: str) -> Job:
