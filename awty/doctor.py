@@ -520,6 +520,7 @@ def _move_stray(a: Awty, entry, right: datetime) -> None:
 
 def _age(path: Path) -> float:
     try:
+        # File times are the file system's real time, so compare with real time, not the clock.
         return time.time() - path.stat().st_mtime
     except FileNotFoundError:
         return 0.0
