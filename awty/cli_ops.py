@@ -65,13 +65,18 @@ def doctor(
         raise typer.Exit(1)
 
 
+# Findings that --repair does not touch: they need the operator (cron, a new awty, catch-up).
+_NOT_REPAIRABLE = {"cron", "schema", "integrity", "catch-up", "config", "secret", "drop-ins"}
+
+
 def _doctor_summary(report) -> None:
     problems, repairs = report.problems, report.repairs
     if repairs:
         r.out(f"repaired: {', '.join(f.check for f in repairs)}")
     if problems:
         r.out(f"{len(problems)} problem(s) left: {', '.join(f.check for f in problems)}"
-              + ("" if report.repair else " (try `awty doctor --repair`)"))
+              + ("" if report.repair or all(f.check in _NOT_REPAIRABLE for f in problems)
+                 else " (`awty doctor --repair` mends what it can; the details say the rest)"))
     else:
         r.out("all good" if not repairs else "all good after repairs")
 
