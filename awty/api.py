@@ -15,7 +15,7 @@ from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .model import HistoryRow, Job, SlotSummary
 from .slotdir import SlotTree
-from .slots import current_slot, iso, next_slot_after, parse_duration, parse_when, slot_for
+from .slots import current_slot, next_slot_after, parse_duration, parse_when, slot_for
 from .store.sqlite import SQLiteStore
 
 
@@ -105,7 +105,7 @@ class Awty:
                                 "timeout": timeout, "max_attempts": max_attempts,
                                 "misfire_grace": misfire_grace, "cwd": cwd}
         if isinstance(at, datetime):
-            at = at.isoformat() if at.tzinfo else at.isoformat()
+            at = at.isoformat()
         spec["at"], spec["in"] = at, in_
         if payload_json is not None:
             spec["payload_json"] = payload_json
@@ -150,22 +150,30 @@ class Awty:
     def cancel(self, ids: Iterable[str]) -> list[Job]:
         ids = list(dict.fromkeys(ids))
         jobs = self.store.cancel(ids, self.clock.now())
-        for j in jobs:
-            self.tree.remove(j.id, j.next_check_at)
-            self.tree.remove_slot_if_empty(j.next_check_at)
+        self._drop_envelopes(jobs)
         return jobs
 
     def cancel_entity(self, entity: str, key: str | None = None) -> list[Job]:
         jobs = self.store.cancel_entity(entity, key, self.clock.now())
-        for j in jobs:
-            self.tree.remove(j.id, j.next_check_at)
-            self.tree.remove_slot_if_empty(j.next_check_at)
+        self._drop_envelopes(jobs)
         return jobs
+
+    def _drop_envelopes(self, jobs: list[Job]) -> None:
+        """The store has ended these jobs; their files go, and slots left empty with them. A
+        file that stays is an orphan the next run of its slot removes."""
+        by_slot: dict[datetime, list[str]] = {}
+        for j in jobs:
+            by_slot.setdefault(j.next_check_at, []).append(j.id)
+        for slot, ids in by_slot.items():
+            self.tree.remove_many(ids, slot)
+            self.tree.remove_slot_if_empty(slot)
 
     def reschedule(self, job_id: str, *, at: str | None = None,
                    in_: str | float | None = None) -> Job:
         now = self.clock.now()
-        due = self._due(at, in_, now)
+        from .jobspec import due_time
+
+        due = due_time({"at": at, "in": in_}, now, self.settings, self.tz)
         old = self.get_pending(job_id)
         job = self.store.reschedule(job_id, slot_for(due, self.settings.resolution), now)
         self.tree.write(job)
@@ -183,20 +191,6 @@ class Awty:
             self.tree.write(job)
             out.append(job)
         return out
-
-    def _due(self, at: str | None, in_: str | float | None, now: datetime) -> datetime:
-        if (at is None) == (in_ is None):
-            raise InvalidInput("give either --at WHEN or --in DURATION")
-        try:
-            due = (now + timedelta(seconds=parse_duration(in_)) if in_ is not None
-                   else parse_when(str(at), now, self.tz))
-        except (ValueError, OverflowError) as e:
-            raise InvalidInput(str(e)) from None
-        if due < now:
-            raise InvalidInput(f"{iso(due)} is in the past")
-        if (due - now).total_seconds() > self.settings.max_delay:
-            raise InvalidInput("more than max_delay ahead")
-        return due
 
     # -- reading --------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | list[HistoryRow]:
@@ -226,7 +220,7 @@ class Awty:
         return self.store.list(status=status, slot=slot, entity=entity, key=key, kind=kind,
                                limit=limit)
 
-    def slots(self, *, include_past: bool = True) -> list[tuple[datetime, int]]:
+    def slots(self) -> list[tuple[datetime, int]]:
         return self.store.slots_with_work()
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,

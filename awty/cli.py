@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from contextlib import nullcontext
 import os
 import sys
 from pathlib import Path
@@ -391,7 +392,7 @@ def run_slot(
     """
     progress = _progress(as_json)
     a = _awty(home, on_event=progress)
-    with progress or _null():
+    with progress or nullcontext():
         s = a.run_slot(_slot_arg(slot), shard=_shard(shard), dry_run=dry_run)
     _report_slot(s.to_dict(), as_json)
 
@@ -438,7 +439,7 @@ def catchup(
             raise InvalidInput(f"--misfire-grace: {e}") from None
     progress = _progress(as_json)
     a = _awty(home, on_event=progress)
-    with progress or _null():
+    with progress or nullcontext():
         c = a.catchup(until=_slot_arg(until), dry_run=dry_run, misfire=misfire,
                       misfire_grace=grace)
     d = c.to_dict()
@@ -586,14 +587,6 @@ def _progress(as_json: bool):
     if as_json or not sys.stdout.isatty():
         return None
     return r.Progress()
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 from . import cli_ops  # noqa: E402,F401  registers doctor, crontab, stats, prune

@@ -53,7 +53,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
     headers = _headers(spec.get("headers"))
     if headers and kind is not Kind.HTTP:
         raise InvalidInput("headers: only http jobs send headers")
-    first = ceil_second(due if due is not None else _due(spec, now, settings, local))
+    first = ceil_second(due if due is not None else due_time(spec, now, settings, local))
     job_id = spec.get("id")
     if job_id is not None and (not isinstance(job_id, str) or not _ID.match(job_id)):
         raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
@@ -156,8 +156,10 @@ def _headers(value: Any) -> dict[str, str]:
     return out
 
 
-def _due(spec: dict[str, Any], now: datetime, settings: Settings,
-         local: tzinfo | None) -> datetime:
+def due_time(spec: dict[str, Any], now: datetime, settings: Settings,
+             local: tzinfo | None) -> datetime:
+    """The due time from ``at`` or ``in``, with the add-time guards (not in the past, not
+    beyond max_delay). Used by add and by reschedule."""
     at, within = spec.get("at"), spec.get("in")
     if at is not None and within is not None:
         raise InvalidInput("give either at or in, not both")

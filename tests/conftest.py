@@ -28,6 +28,15 @@ def _environment(monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def rx():
+    """A scriptable HTTP receiver on 127.0.0.1 (tests/receiver.py), stopped after the test."""
+    from receiver import Receiver
+
+    with Receiver() as r:
+        yield r
+
+
+@pytest.fixture
 def home(tmp_path) -> Path:
     return tmp_path / "home"
 
@@ -62,3 +71,14 @@ def tree_files(home: Path) -> list[str]:
     if not root.exists():
         return []
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+# A stand-in for crontab(1) on PATH: keeps the table in the file named by $FAKE_CRONTAB.
+FAKE_CRONTAB = """#!/bin/sh
+case "$1" in
+  -l) [ -f "$FAKE_CRONTAB" ] || { echo "no crontab for $USER" >&2; exit 1; }
+      cat "$FAKE_CRONTAB" ;;
+  -) cat > "$FAKE_CRONTAB" ;;
+  *) echo "usage: crontab [-l | -]" >&2; exit 2 ;;
+esac
+"""

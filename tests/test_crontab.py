@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import awty.cli_ops  # noqa: F401  registers the commands on awty.cli.app
 from awty import crontab as cron
 from awty.cli import app
+from conftest import FAKE_CRONTAB
 from awty.errors import AwtyError
 from awty.slots import RESOLUTIONS
 
@@ -190,14 +190,6 @@ def test_install_errors_are_awty_errors():
 # --- the command line, with a fake `crontab` executable on PATH ----------------------------
 runner = CliRunner()
 
-FAKE_CRONTAB = """#!/bin/sh
-case "$1" in
-  -l) [ -f "$FAKE_CRONTAB" ] || { echo "no crontab for $USER" >&2; exit 1; }
-      cat "$FAKE_CRONTAB" ;;
-  -) cat > "$FAKE_CRONTAB" ;;
-  *) echo "usage: crontab [-l | -]" >&2; exit 2 ;;
-esac
-"""
 
 
 @pytest.fixture

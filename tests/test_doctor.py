@@ -12,10 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import T0, db_rows, tree_files
+from conftest import FAKE_CRONTAB, T0, db_rows, tree_files
 from typer.testing import CliRunner
 
-import awty.cli_ops  # noqa: F401  registers the commands on awty.cli.app
 from awty import crontab
 from awty.api import Awty
 from awty.cli import app
@@ -448,14 +447,6 @@ def fake_cron_env(tmp_path, monkeypatch):
     return store
 
 
-FAKE_CRONTAB = """#!/bin/sh
-case "$1" in
-  -l) [ -f "$FAKE_CRONTAB" ] || { echo "no crontab for $USER" >&2; exit 1; }
-      cat "$FAKE_CRONTAB" ;;
-  -) cat > "$FAKE_CRONTAB" ;;
-  *) echo "usage" >&2; exit 2 ;;
-esac
-"""
 
 
 def cli(home, *args):

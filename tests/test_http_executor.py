@@ -69,12 +69,6 @@ def fire_many(jobs: list[Job], *, settings: Settings = SETTINGS, clock=None, sec
     return asyncio.run(main())
 
 
-@pytest.fixture
-def rx():
-    with Receiver() as r:
-        yield r
-
-
 # --- what is sent ------------------------------------------------------------------------------
 def test_body_is_compact_json_with_payload_verbatim():
     job = make_job("http://x/", payload='{"b": [1, 2],  "a":"é"}', entity=None, key='k"1')

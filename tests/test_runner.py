@@ -16,15 +16,9 @@ from awty.api import Awty
 from awty.errors import InvalidInput
 from awty.slots import iso, slot_for, slot_id
 from conftest import T0, db_rows, tree_files
-from receiver import Receiver, Reply
+from receiver import Reply
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-
-@pytest.fixture
-def rx():
-    with Receiver() as r:
-        yield r
 
 
 def make(home, clock, **overrides):

@@ -10,7 +10,6 @@ import pytest
 from conftest import T0, db_rows
 from typer.testing import CliRunner
 
-import awty.cli_ops  # noqa: F401  registers the commands on awty.cli.app
 from awty import stats
 from awty.cli import app
 from awty.errors import InvalidInput

@@ -43,19 +43,13 @@ from awty.model import new_id
 from awty.slotdir import envelope_bytes
 from awty.slots import iso, slot_id
 from conftest import T0, db_rows, tree_files
-from receiver import Receiver
+
 
 pytestmark = pytest.mark.reliability
 
 FULL = os.environ.get("AWTY_FULL", "") not in ("", "0")
 NOW = iso(T0)
 cli = CliRunner()
-
-
-@pytest.fixture
-def rx():
-    with Receiver() as r:
-        yield r
 
 
 def make(home, clock, **overrides):

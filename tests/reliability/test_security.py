@@ -46,12 +46,6 @@ NOW = iso(T0)
 cli = CliRunner()
 
 
-@pytest.fixture
-def rx():
-    with Receiver() as r:
-        yield r
-
-
 def invoke(home, *args, env=None, input=None):
     res = cli.invoke(app, [*args, "--home", str(home)], env={"AWTY_NOW": NOW, **(env or {})},
                      input=input)
