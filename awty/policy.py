@@ -3,6 +3,7 @@ No I/O and no clock: ``now`` is an argument. The runner applies what these retur
 
 from __future__ import annotations
 
+import zlib
 from datetime import datetime, timedelta
 
 from .config import Settings
@@ -85,3 +86,9 @@ def _ok_reason(job: Job, result: Result, default: str = "ok") -> str:
 
 def _fail_reason(result: Result) -> str:
     return (result.error or result.answer.value)[:200]
+
+
+def shard_of(job_id: str, count: int) -> int:
+    """Which of ``count`` shards (0-based) runs a job: a stable hash of its id, the same in
+    every process and every store."""
+    return zlib.crc32(job_id.encode()) % count

@@ -27,7 +27,7 @@ from .clock import Clock
 from .config import Settings
 from .errors import AwtyError, Busy, Conflict, InvalidInput
 from .model import Answer, Attempt, Job, Kind, Outcome, Result, SlotSummary
-from .policy import decide, limits, misfired, quick_retry_delay
+from .policy import decide, limits, misfired, quick_retry_delay, shard_of
 from .slotdir import Entry, SlotTree
 from .slots import current_slot, iso, slot_id
 from .store.base import Decision, End, Reslot, Store
@@ -226,9 +226,7 @@ class Runner:
         jobs = [j for j in self.store.list(slot=slot)
                 if j.status.value == "pending" or (j.lease_until and j.lease_until <= now)]
         if opts.shard:
-            from .store.sqlite import _shard
-
-            jobs = [j for j in jobs if _shard(j.id, opts.shard[1]) == opts.shard[0]]
+            jobs = [j for j in jobs if shard_of(j.id, opts.shard[1]) == opts.shard[0]]
         summary.ran = len(jobs)
         for j in jobs:
             summary.count("misfired" if misfired(j, now, self.s, opts.misfire_grace, opts.misfire)

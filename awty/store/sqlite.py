@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from ..errors import Busy, Conflict, JobNotFound, StoreError
 from ..model import HistoryRow, Job, Kind, Outcome, Status
+from ..policy import shard_of
 from ..slots import from_iso, iso
 from . import migrations
 from .base import Added, Decision, End, Reslot
@@ -95,10 +95,6 @@ def _row_to_history(r: sqlite3.Row) -> HistoryRow:
     )
 
 
-def _shard(job_id: str, n: int) -> int:
-    return zlib.crc32(job_id.encode()) % n
-
-
 def open_db_file(path: Path) -> None:
     """Create the database file 0600 before SQLite does, whatever the umask."""
     if not path.exists():
@@ -129,7 +125,7 @@ class SQLiteStore:
             # a power cut may lose the last transactions, never corrupt the file.
             self.conn.execute("PRAGMA synchronous = NORMAL")
             self.conn.execute("PRAGMA wal_autocheckpoint = 8000")
-            self.conn.create_function("awty_shard", 2, _shard, deterministic=True)
+            self.conn.create_function("awty_shard", 2, shard_of, deterministic=True)
             self._migrate()
         except sqlite3.DatabaseError as e:
             raise _translate(e, f"cannot open {self.path}") from None
