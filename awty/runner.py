@@ -69,8 +69,7 @@ class Runner:
         self._secret = secret
         self.log = log
         self.on_event = on_event or (lambda kind, data: None)
-        self._unlinker: ThreadPoolExecutor | None = None
-        self._unlinks: list = []
+        self._done: list[str] = []  # this run's recorded jobs: their envelopes in the slot go
 
     # -- public -------------------------------------------------------------------------
     def run_slot(self, slot: datetime, opts: RunOptions | None = None) -> SlotSummary:
@@ -98,8 +97,10 @@ class Runner:
             if opts.shard is None or opts.shard[0] == 0:
                 self._reconcile_alone(slot, summary)
             self.on_event("slot_start", {"slot": sid, "total": len(self.store.slot_ids(slot))})
-            _run_async(self._drive(slot, opts, summary))
-            self.tree.remove_slot_if_empty(slot)
+            try:
+                _run_async(self._drive(slot, opts, summary))
+            finally:
+                self._settle_tree(slot, summary)
         finally:
             summary.seconds = monotonic() - started
             lock.release()
@@ -254,7 +255,6 @@ class Runner:
         writes: list[asyncio.Future] = []
         state: dict[str, Any] = {"claiming": None, "exhausted": False}
         io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
-        self._unlinker = ThreadPoolExecutor(8, thread_name_prefix="awty-unlink")
 
         def claim() -> list[Job]:
             now = self.clock.now()
@@ -340,9 +340,6 @@ class Runner:
             for ex in executors.values():
                 await ex.close()
             io.shutdown(wait=True)  # a claim or write still running finishes first
-            self._unlinker.shutdown(wait=True)
-            self._unlinker = None
-            self._finish_unlinks(summary)
             if state["claiming"] is not None and state["claiming"].done() \
                     and not state["claiming"].cancelled() \
                     and state["claiming"].exception() is None:
@@ -397,17 +394,17 @@ class Runner:
         return ex
 
     def _apply_files(self, applied: list[Decision], summary: SlotSummary) -> None:
-        """The store has recorded these decisions; the tree follows. A file that cannot be
-        written or removed (a full or read-only disk) undoes nothing: a pending row without an
-        envelope still runs, an envelope without its row is an orphan, doctor --repair mends
-        both."""
+        """The store has recorded these decisions; the tree follows. A re-slotted job's new
+        envelope is written now; the files left in this slot go when the run ends
+        (``_settle_tree``). A file that cannot be written or removed (a full or read-only disk)
+        undoes nothing: a pending row without an envelope still runs, an envelope without its
+        row is an orphan, doctor --repair mends both."""
         trouble: list[OSError] = []
-        gone: dict[datetime, list[str]] = {}
         for d in applied:
             job = d.job
             summary.ran += 1
+            self._done.append(job.id)
             if isinstance(d, End):
-                gone.setdefault(job.next_check_at, []).append(job.id)
                 summary.count(d.outcome.value)
                 if d.outcome in (Outcome.FAILED,) or d.reason == "misfired":
                     self._warn(f"job {job.id} {d.outcome.value}: {d.reason}")
@@ -416,7 +413,6 @@ class Runner:
                 moved = replace(job, next_check_at=d.next_check_at, check_count=d.check_count,
                                 attempt=d.attempt)
                 _tree_op(trouble, self.tree.write, moved)
-                gone.setdefault(job.next_check_at, []).append(job.id)
                 if d.result is not None and d.result.deferred:
                     summary.deferred += 1
                     summary.ran -= 1
@@ -424,27 +420,38 @@ class Runner:
                     summary.rechecked += 1
                 else:
                     summary.retried += 1
-        self._remove_later(gone, trouble)
         self._warn_tree(trouble, summary)
 
-    def _remove_later(self, gone: dict[datetime, list[str]], trouble: list[OSError]) -> None:
-        """Unlinking is the slowest step of a run on a real disk (~80 µs a file on ext4 once the
-        envelopes are written back) and needs nothing from the store: a pool of threads does it
-        off the store thread, in parallel, and the run waits for it only at its end."""
-        pool = self._unlinker
-        for slot, ids in gone.items():
-            for i in range(0, len(ids), 128):
-                if pool is None:
-                    trouble += self.tree.remove_many(ids[i:i + 128], slot)
-                else:
-                    self._unlinks.append(pool.submit(self.tree.remove_many, ids[i:i + 128], slot))
-
-    def _finish_unlinks(self, summary: SlotSummary) -> None:
+    def _settle_tree(self, slot: datetime, summary: SlotSummary) -> None:
+        """Removing envelopes one by one is the costliest step of a run on a real disk (~70 µs
+        a file on ext4 once written back, and every unlink takes the GIL back from the event
+        loop). A slot whose rows are all gone is instead retired whole: one rename takes its
+        directory out of the tree and a detached process deletes it. A slot that still holds
+        rows (another shard's, a run cut short) loses only this run's files, in parallel."""
+        done, self._done = self._done, []
+        try:
+            left = bool(self.store.slot_ids(slot))
+        except AwtyError:
+            left = True
         trouble: list[OSError] = []
-        for f in self._unlinks:
-            trouble += f.result()
-        self._unlinks.clear()
+        if not left and done:
+            try:
+                kept = self.tree.retire(slot, set(done))
+            except OSError as e:
+                trouble.append(e)
+            else:
+                if kept:
+                    self._warn(f"slot {summary.slot}: {kept} file(s) arrived during the run; "
+                               "they wait in the slot for its next run")
+                self.tree.purge_retired()
+                done = []
+        if done:
+            with ThreadPoolExecutor(8, thread_name_prefix="awty-unlink") as pool:
+                for errors in pool.map(lambda ids: self.tree.remove_many(ids, slot),
+                                       [done[i:i + 256] for i in range(0, len(done), 256)]):
+                    trouble += errors
         self._warn_tree(trouble, summary)
+        self.tree.remove_slot_if_empty(slot)
 
     def _warn_tree(self, trouble: list[OSError], summary: SlotSummary) -> None:
         if trouble:

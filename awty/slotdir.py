@@ -82,6 +82,20 @@ def _is_real_dir(path: str) -> bool:
         return False
 
 
+_PURGES: list = []  # the detached removals this process started (reaped as they end)
+
+
+def _reap() -> None:
+    _PURGES[:] = [p for p in _PURGES if p.poll() is None]
+
+
+def wait_purged(timeout: float | None = None) -> None:
+    """Wait for this process's background removals (tests, benchmarks)."""
+    for p in list(_PURGES):
+        p.wait(timeout)
+    _reap()
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str  # file name in the slot directory
@@ -94,6 +108,7 @@ class SlotTree:
         self.root = home / "slots"
         self.rejected = home / "rejected"
         self.locks = home / "locks"
+        self.retired = home / ".retired"  # finished slot directories, being deleted
         self._made: set[str] = set()
         self._fds: dict[str, int] = {}
 
@@ -202,6 +217,52 @@ class SlotTree:
         finally:
             os.close(fd)
         return errors
+
+    def retire(self, slot: datetime, done: set[str]) -> int:
+        """Take a finished slot's directory out of the tree in one rename, for
+        ``purge_retired`` to delete. ``done`` are the ids whose envelopes may go with it; any
+        other file (dropped in while the slot ran) is moved back into a new slot directory.
+        Returns how many were moved back. Raises OSError when the directory cannot be moved
+        (nothing changed then)."""
+        sid = slot_id(slot)
+        self._forget(sid)
+        _private_dirs(self.retired)
+        dest = self.retired / f"{sid}.{os.urandom(4).hex()}"
+        try:
+            os.rename(self.root / sid, dest)
+        except FileNotFoundError:
+            return 0
+        strangers = [n for n in os.listdir(dest)
+                     if not (n.endswith(".json") and n[:-5] in done)]
+        if strangers:
+            back = self._ensure(sid)
+            for name in strangers:
+                os.rename(dest / name, back / name)
+        os.rename(dest, dest.with_name(dest.name + ".purge"))
+        return len(strangers)
+
+    def purge_retired(self) -> None:
+        """Delete the retired slot directories without waiting for it: a detached ``rm -rf``
+        (C, its own process: no GIL, and the caller may exit). Without ``rm``, in process."""
+        _reap()
+        try:
+            paths = [str(self.retired / n) for n in os.listdir(self.retired)
+                     if n.endswith(".purge")]
+        except FileNotFoundError:
+            return
+        if not paths:
+            return
+        import subprocess
+
+        try:
+            _PURGES.append(subprocess.Popen(
+                ["rm", "-rf", "--", *paths], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        except OSError:
+            import shutil
+
+            for path in paths:
+                shutil.rmtree(path, ignore_errors=True)
 
     def remove_slot_if_empty(self, slot: datetime) -> bool:
         sid = slot_id(slot)

@@ -308,6 +308,45 @@ def awty_proc(home, *args, now):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx):
+    """A slot whose rows are all gone leaves the tree in one rename and is deleted in the
+    background; a file dropped in while it ran is put back for the slot's next run."""
+    from awty.slotdir import wait_purged
+
+    late = json.dumps({"target": rx.url("/late")})
+    dropped: list[str] = []
+
+    def drop_late(kind, data):
+        if kind == "job" and not dropped:
+            (slot_dir / "late.json").write_text(late)
+            dropped.append(data["id"])
+
+    a = make(home, clock, on_event=drop_late, batch_size=10)
+    jobs = [a.add(rx.url(f"/j{i}"), in_="1m").job for i in range(30)]
+    slot_dir = home / "slots" / slot_id(jobs[0].next_check_at)
+    s = fire(a, clock, jobs[0].next_check_at + timedelta(seconds=1))
+    assert s.outcomes == {"done": 30}
+    assert tree_files(home) == [f"{slot_id(jobs[0].next_check_at)}/late.json"]
+    wait_purged(timeout=30)
+    assert list((home / ".retired").iterdir()) == []
+    again = a.run_slot(jobs[0].next_check_at)  # the late file is imported and fired
+    assert again.imported == 1 and again.outcomes == {"done": 1}
+    assert len(rx.requests("/late")) == 1 and tree_files(home) == []
+
+
+def test_a_shard_removes_only_its_own_envelopes(home, clock, rx):
+    a = make(home, clock)
+    jobs = [a.add(rx.url(f"/s{i}"), in_="1m").job for i in range(40)]
+    clock.set(jobs[0].next_check_at + timedelta(seconds=1))
+    first = a.run_slot(jobs[0].next_check_at, shard=(0, 2))
+    left = {r["id"] for r in db_rows(home, "future_job")}
+    assert 0 < first.ran < 40 and len(left) == 40 - first.ran
+    assert {f.split("/")[1][:-5] for f in tree_files(home)} == left  # the other shard's files
+    assert not (home / ".retired").exists()
+    second = a.run_slot(jobs[0].next_check_at, shard=(1, 2))
+    assert second.ran == len(left) and tree_files(home) == []
+
+
 def test_two_runners_at_once_deliver_each_job_exactly_once(home, clock, rx):
     a = make(home, clock)
     jobs = [a.add(rx.url(f"/p{i}"), in_="1m").job for i in range(200)]

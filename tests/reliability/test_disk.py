@@ -280,7 +280,7 @@ def test_cli_add_when_envelopes_cannot_be_written(home, tmp_path):
 
 def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
     """The runner records each batch in SQLite, then moves envelopes: writes fail with
-    ENOSPC, removals with EROFS. The run still completes on the store's word; the tree is
+    ENOSPC, removals with EROFS (retiring the finished slot whole, then file by file). The run still completes on the store's word; the tree is
     mended later; every job ends once, each re-check fires once."""
     n = scale(300, 3000)
     with FastRx(reply=_recheck_once()) as rx:
@@ -296,11 +296,16 @@ def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
             removals.append(len(job_ids))
             return [OSError(errno.EROFS, os.strerror(errno.EROFS)) for _ in job_ids]
 
+        def no_retire(self, slot, done):
+            removals.append(0)
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
         monkeypatch.setattr(slotdir.SlotTree, "remove_many", no_unlink)
+        monkeypatch.setattr(slotdir.SlotTree, "retire", no_retire)
         clock.set(slot + timedelta(seconds=1))
         summary = a.run_slot(slot)  # must not raise: the store recorded every result
         monkeypatch.undo()
-        assert refused and removals
+        assert refused and removals[0] == 0 and sum(removals) == n
         assert summary.ran == n
         assert integrity(home) == "ok"
         assert count(home, "job_history") == n // 2  # /k done; /re re-slotted in the store
