@@ -33,6 +33,7 @@ from .slots import current_slot, is_boundary, iso, slot_for, slot_id
 from .store import migrations
 
 TEMP_FILE_AGE = 60.0  # seconds: a younger .tmp may be a write in progress
+RETIRED_AGE = 600.0  # seconds: a background rm of a slot directory takes well under this
 _SAMPLES = 5
 _CHUNK = 500
 
@@ -348,6 +349,7 @@ def _check_store(ctx: _Ctx) -> None:
         ctx.add(_check_leases(ctx))
         ctx.add(_check_resolution(ctx))
         ctx.add(_check_tree(ctx))
+        ctx.add(_check_retired(ctx))
         ctx.add(_check_past_slots(ctx))
     except (AwtyError, sqlite3.Error, OSError) as e:
         ctx.add(Finding("store", False, f"remaining checks stopped: {e}"))
@@ -475,6 +477,34 @@ def _check_tree(ctx: _Ctx) -> list[Finding]:
                         ("removes them", "removed"), r),
         drop,
     ]
+
+
+def _check_retired(ctx: _Ctx) -> list[Finding]:
+    """Finished slot directories are renamed into ``.retired/`` and deleted by a background
+    ``rm``: one still there after RETIRED_AGE seconds was not deleted (the ``rm`` was killed),
+    and one without ``.purge`` is a retirement cut short, whose files go back to their slot."""
+    stale, cut = _Tally(), _Tally()
+    for path in ctx.a.tree.retired_dirs():
+        if path.name.endswith(".purge"):
+            try:
+                age = ctx.now.timestamp() - path.lstat().st_mtime
+            except FileNotFoundError:
+                continue  # deleted while we looked
+            if age > RETIRED_AGE:
+                stale.note(path.name)
+                stale.attempt(lambda path=path: shutil.rmtree(path), ctx.repair)
+        else:
+            cut.note(path.name)
+            cut.attempt(lambda path=path: ctx.a.tree.restore_retired(path), ctx.repair)
+    out = [stale.finding("retired slots", "no finished slot directory left undeleted",
+                         f"finished slot director(y/ies) not deleted after {RETIRED_AGE:.0f}s",
+                         ("deletes them", "deleted"), ctx.repair)]
+    if cut.found:
+        out.append(cut.finding("cut-short retirements", "",
+                               "retired slot director(y/ies) never checked for late files",
+                               ("puts their files back in their slots", "put back"),
+                               ctx.repair))
+    return out
 
 
 def _check_slot(ctx: _Ctx, slot: datetime, in_db: bool, t: _TreeTally) -> None:

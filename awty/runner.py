@@ -70,6 +70,7 @@ class Runner:
         self.log = log
         self.on_event = on_event or (lambda kind, data: None)
         self._done: list[str] = []  # this run's recorded jobs: their envelopes in the slot go
+        self._in_catchup = False
 
     # -- public -------------------------------------------------------------------------
     def run_slot(self, slot: datetime, opts: RunOptions | None = None) -> SlotSummary:
@@ -104,6 +105,8 @@ class Runner:
         finally:
             summary.seconds = monotonic() - started
             lock.release()
+        if not self._in_catchup:
+            self.tree.purge_retired()
         self._log_slot(summary)
         self.on_event("slot_end", summary.to_dict())
         return summary
@@ -122,10 +125,15 @@ class Runner:
         out = CatchupSummary(dry_run=opts.dry_run)
         started = monotonic()
         self.on_event("catchup_start", {"slots": len(counts), "jobs": sum(counts.values())})
-        for slot in sorted(counts):
-            if on_slot:
-                on_slot(slot, counts[slot])
-            out.slots.append(self.run_slot(slot, opts))
+        self._in_catchup = True  # one background removal for all the slots, at the end
+        try:
+            for slot in sorted(counts):
+                if on_slot:
+                    on_slot(slot, counts[slot])
+                out.slots.append(self.run_slot(slot, opts))
+        finally:
+            self._in_catchup = False
+            self.tree.purge_retired()
         out.seconds = monotonic() - started
         return out
 
@@ -443,7 +451,6 @@ class Runner:
                 if kept:
                     self._warn(f"slot {summary.slot}: {kept} file(s) arrived during the run; "
                                "they wait in the slot for its next run")
-                self.tree.purge_retired()
                 done = []
         if done:
             with ThreadPoolExecutor(8, thread_name_prefix="awty-unlink") as pool:

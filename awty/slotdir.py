@@ -264,6 +264,24 @@ class SlotTree:
             for path in paths:
                 shutil.rmtree(path, ignore_errors=True)
 
+    def retired_dirs(self) -> list[Path]:
+        try:
+            return sorted(self.retired.iterdir())
+        except FileNotFoundError:
+            return []
+
+    def restore_retired(self, path: Path) -> int:
+        """Put back the files of a retirement cut short (a crash between its rename and its
+        check): the slot's next run sorts them out (orphans go, drop-ins are imported)."""
+        sid = path.name.split(".", 1)[0]
+        parse_slot_id(sid)  # ValueError: not a directory awty retired
+        back = self._ensure(sid)
+        names = os.listdir(path)
+        for name in names:
+            os.rename(path / name, back / name)
+        os.rmdir(path)
+        return len(names)
+
     def remove_slot_if_empty(self, slot: datetime) -> bool:
         sid = slot_id(slot)
         self._forget(sid)

@@ -90,8 +90,8 @@ def test_clean_home_every_check_ok(a):
     assert_clean(report)
     checks = [f.check for f in report.findings]
     for name in ("home", "database", "config", "schema", "integrity", "leases", "resolution",
-                 "envelopes", "orphans", "wrong slot", "temp files", "drop-ins", "catch-up",
-                 "cron"):
+                 "envelopes", "orphans", "wrong slot", "temp files", "drop-ins",
+                 "retired slots", "catch-up", "cron"):
         assert name in checks
     assert report.get("schema").detail == "version 2"
     assert "PRAGMA integrity_check: ok" in report.get("integrity").detail
@@ -272,6 +272,32 @@ def test_drop_in_is_reported_and_left_for_the_runner(a):
     assert f.ok and "dropped.json" in f.detail and f.repaired is None
     assert (slot / "dropped.json").exists()
     assert report.ok
+
+
+def test_retired_slot_directories_left_behind(a, clock):
+    """A finished slot's directory whose background rm was killed is deleted; one whose
+    retirement was cut short before its check gives its files back to their slot."""
+    retired = a.tree.retired
+    stale = retired / "202611220900.0a1b2c3d.purge"
+    stale.mkdir(parents=True)
+    (stale / "01KAB3C4D5E6F7G8H9JKMNPQRS.json").write_text("{}")
+    old = (clock.now() - timedelta(hours=1)).timestamp()
+    os.utime(stale, (old, old))
+    young = retired / "202611220915.0a1b2c3e.purge"  # its rm may still be running
+    young.mkdir()
+    os.utime(young, (clock.now().timestamp(), clock.now().timestamp()))
+    cut = retired / "202611220930.0a1b2c3f"
+    cut.mkdir()
+    (cut / "late.json").write_text(json.dumps({"target": URL}))
+    found = bad(doctor(a))
+    assert "1 finished slot directory" in found["retired slots"].detail.replace(
+        "director(y/ies)", "directory")
+    assert "202611220930.0a1b2c3f" in found["cut-short retirements"].detail
+    assert stale.exists() and cut.exists()
+    report = doctor(a, repair=True)
+    assert report.get("retired slots").repaired and report.get("cut-short retirements").repaired
+    assert not stale.exists() and not cut.exists() and young.exists()
+    assert "202611220930/late.json" in tree_files(a.home)  # the next run imports it
 
 
 def test_past_slots_need_catchup_which_doctor_does_not_do(a, clock):

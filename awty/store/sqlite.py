@@ -47,12 +47,16 @@ def _opt_time(text: str | None) -> datetime | None:
     return from_iso(text) if text else None
 
 
+_KINDS = {k.value: k for k in Kind}  # a dict lookup, not an Enum call: claims build many jobs
+_STATUSES = {s.value: s for s in Status}
+
+
 def _row_to_job(r: tuple) -> Job:
     return Job(
-        id=r[0], entity_name=r[1], entity_key=r[2], kind=Kind(r[3]), target=r[4],
+        id=r[0], entity_name=r[1], entity_key=r[2], kind=_KINDS[r[3]], target=r[4],
         payload_json=r[5], headers=json.loads(r[6]) if r[6] else {},
         first_check_at=from_iso(r[7]), next_check_at=from_iso(r[8]), check_count=r[9],
-        attempt=r[10], status=Status(r[11]), max_checks=r[12], horizon=r[13], timeout=r[14],
+        attempt=r[10], status=_STATUSES[r[11]], max_checks=r[12], horizon=r[13], timeout=r[14],
         max_attempts=r[15], misfire_grace=r[16], idempotency_key=r[17], cwd=r[19],
         lease_owner=r[20], lease_until=_opt_time(r[21]), created_at=_opt_time(r[22]),
         updated_at=_opt_time(r[23]), last_error=r[24],
