@@ -20,6 +20,7 @@ from .slots import iso, parse_slot_id, slot_id
 
 ENVELOPE_VERSION = 1
 _ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # what an awty id looks like (Crockford base32)
+_PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
 MAX_ENVELOPE_BYTES = 64 * 1024
 # O_NONBLOCK: opening a FIFO someone left in a slot must not wait for a writer (it is then
 # refused as "not a regular file"); it changes nothing for regular files.
@@ -227,6 +228,8 @@ class SlotTree:
         sid = slot_id(slot)
         self._forget(sid)
         _private_dirs(self.retired)
+        if not _is_real_dir(str(self.retired)):
+            raise OSError(errno.ENOTDIR, f"{self.retired} is not a directory")
         dest = self.retired / f"{sid}.{os.urandom(4).hex()}"
         try:
             os.rename(self.root / sid, dest)
@@ -245,11 +248,9 @@ class SlotTree:
         """Delete the retired slot directories without waiting for it: a detached ``rm -rf``
         (C, its own process: no GIL, and the caller may exit). Without ``rm``, in process."""
         _reap()
-        try:
-            paths = [str(self.retired / n) for n in os.listdir(self.retired)
-                     if n.endswith(".purge")]
-        except FileNotFoundError:
-            return
+        if not _is_real_dir(str(self.retired)):
+            return  # absent, or not ours to empty (a symlink is never followed)
+        paths = [str(self.retired / n) for n in os.listdir(self.retired) if _PURGE.fullmatch(n)]
         if not paths:
             return
         import subprocess

@@ -641,6 +641,51 @@ def _settle() -> None:
     wait_purged(timeout=600)
     if hasattr(os, "sync"):
         os.sync()
+    _disk_quiet()
+
+
+QUIET_WAITS: list[float] = []  # seconds each _settle() waited for the disk (reported)
+
+
+def _disk_quiet(still: float = 0.5, limit: float = 30.0) -> None:
+    """Wait until the work directory's disk has had no I/O for ``still`` seconds. sync()
+    returns with the discards of files just deleted (ext4 ``discard``) still being issued: a
+    run started then is slowed by disk work that is not its own (a 100,000-file add took 6 s
+    or 19 s by that alone). Bounded: after ``limit`` seconds the run goes ahead."""
+    stat_file = _disk_stat_file()
+    if stat_file is None:
+        return
+    t0 = time.monotonic()
+    last, since = None, t0
+    while time.monotonic() - t0 < limit:
+        f = stat_file.read_text().split()
+        # reads, writes, in flight, discards completed (fields 1, 5, 9, 12)
+        cur = (f[0], f[4], f[8], f[11] if len(f) > 11 else "")
+        now = time.monotonic()
+        if cur != last or f[8] != "0":
+            last, since = cur, now
+        elif now - since >= still:
+            break
+        time.sleep(0.05)
+    QUIET_WAITS.append(time.monotonic() - t0)
+
+
+WORKDIR_FOR_QUIET: list[str] = []
+
+
+def _disk_stat_file() -> Path | None:
+    try:
+        st = os.stat(WORKDIR_FOR_QUIET[0] if WORKDIR_FOR_QUIET else ".")
+    except OSError:
+        return None
+    path = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat")
+    return path if path.exists() else None
+
+
+def _disk_written() -> int:
+    """Bytes the work directory's disk has written so far (0 where /sys does not say)."""
+    path = _disk_stat_file()
+    return int(path.read_text().split()[6]) * 512 if path else 0
 
 
 def _purge_seconds() -> float:
@@ -940,8 +985,10 @@ class Bench:
             f"{os.cpu_count()} cores, so it is a lower bound. The receiver competes with awty "
             f"for these {os.cpu_count()} cores in every figure below.")
         self.rep.notes.append(
-            "Before every timed run the bench calls sync(), so that no run pays for the disk "
-            "writes of the homes filled or removed before it.")
+            "Before every timed run the bench waits for awty's background removals, calls "
+            "sync() and then waits (up to 30 s) until the disk has had no I/O for 0.5 s, so "
+            "that no run pays for the disk work (writes, discards of deleted files) of the "
+            "homes filled or removed before it.")
 
     # 1 -------------------------------------------------------------------------------------
     def cli_add(self) -> None:
@@ -1062,9 +1109,11 @@ class Bench:
                 a.init()
                 specs = self.homes.specs(n, at)
                 _settle()
+                c0, w0 = _self_cpu(), _disk_written()
                 t0 = time.perf_counter()
                 res = a.add_many(specs)
             d = time.perf_counter() - t0  # close() included: it may checkpoint the WAL
+            cpu, written = _self_cpu() - c0, _disk_written() - w0
             assert len(res) == n
             rl.values.append(n / d)
             _remove(home)
@@ -1074,7 +1123,8 @@ class Bench:
             p = self.awty_cli(["add", "--batch", str(jsonl), "--home", str(home)], now)
             rc.values.append(n / p.wall)
             self.rep.details.append(
-                f"batch run {run + 1}: add_many {d:.2f} s; CLI add --batch {p.wall:.2f} s wall "
+                f"batch run {run + 1}: add_many {d:.2f} s ({cpu / d:.0%} of it on a CPU; the "
+                f"disk wrote {written / 1e6:,.0f} MB meanwhile); CLI add --batch {p.wall:.2f} s wall "
                 f"(process start included), peak RSS {p.maxrss_kb / 1024:.0f} MiB")
             _remove(home)
         if self.a.profile:
@@ -1533,6 +1583,7 @@ def main(argv: list[str]) -> int:
     workdir = base / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     workdir.mkdir()
     _PYCACHE[:] = [workdir / "pycache"]
+    WORKDIR_FOR_QUIET[:] = [str(workdir)]
     rx: Receiver | None = None
     failed = False
     atexit.register(_stop_children)
@@ -1614,6 +1665,10 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 base.rmdir()  # only when empty
+    if QUIET_WAITS:
+        rep.notes.append(f"Waiting for a quiet disk before the {len(QUIET_WAITS)} timed runs "
+                         f"took {sum(QUIET_WAITS):.0f} s in all (longest "
+                         f"{max(QUIET_WAITS):.1f} s).")
     rep.notes.append(f"Whole bench took {time.perf_counter() - started:.0f} s.")
     missed = [r.label for r in rep.rows.values() if r.met == "NO"]
     if missed:

@@ -334,6 +334,23 @@ def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx
     assert len(rx.requests("/late")) == 1 and tree_files(home) == []
 
 
+def test_a_symlinked_retired_directory_is_never_used(home, clock, rx, tmp_path):
+    from awty.slotdir import wait_purged
+
+    elsewhere = tmp_path / "elsewhere"
+    victim = elsewhere / "202611220900.0a1b2c3d.purge"
+    victim.mkdir(parents=True)
+    (victim / "keep.txt").write_text("not awty's")
+    a = make(home, clock)
+    jobs = [a.add(rx.url(f"/v{i}"), in_="1m").job for i in range(5)]
+    (home / ".retired").symlink_to(elsewhere)
+    s = fire(a, clock, jobs[0].next_check_at + timedelta(seconds=1))
+    wait_purged(timeout=30)
+    assert s.outcomes == {"done": 5} and tree_files(home) == []  # removed file by file
+    assert (victim / "keep.txt").read_text() == "not awty's"
+    assert sorted(p.name for p in elsewhere.iterdir()) == [victim.name]
+
+
 def test_a_shard_removes_only_its_own_envelopes(home, clock, rx):
     a = make(home, clock)
     jobs = [a.add(rx.url(f"/s{i}"), in_="1m").job for i in range(40)]
