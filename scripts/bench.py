@@ -627,7 +627,21 @@ class Homes:
         return spent
 
 
+KEEP_HOMES_FREE = 20e9  # bytes the disk must keep free for homes to stay until the end
+KEPT: list[Path] = []  # homes left for the final removal of the work directory
+REMOVED_AT_ONCE: list[Path] = []
+
+
 def _remove(path: Path) -> None:
+    """A home the bench is done with stays until the end while the disk has room. ext4 makes
+    creating files CPU-bound for one to five minutes after many were deleted nearby (its inode
+    allocator skips every recently deleted inode: ``recently_deleted()`` was 45% of all samples
+    in `perf` during a slow add_many), so deleting 100,000 envelopes just before a timed add
+    measures the kernel, not awty: the same add_many took 6 s or 34 s."""
+    if shutil.disk_usage(path.parent).free >= KEEP_HOMES_FREE:
+        KEPT.append(path)
+        return
+    REMOVED_AT_ONCE.append(path)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -1665,6 +1679,13 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 base.rmdir()  # only when empty
+    if KEPT or REMOVED_AT_ONCE:
+        rep.notes.append(
+            f"Homes: {len(KEPT)} kept until the end of the bench, {len(REMOVED_AT_ONCE)} removed "
+            f"as soon as done with (less than {KEEP_HOMES_FREE / 1e9:.0f} GB free then); "
+            "deleting many files just before a timed run makes ext4's inode allocation "
+            "CPU-bound for minutes (see `_remove` in scripts/bench.py). A bench started "
+            "within five minutes of another one's end pays this in its first figures.")
     if QUIET_WAITS:
         rep.notes.append(f"Waiting for a quiet disk before the {len(QUIET_WAITS)} timed runs "
                          f"took {sum(QUIET_WAITS):.0f} s in all (longest "
