@@ -10,6 +10,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,8 @@ from .slots import iso, parse_slot_id, slot_id
 ENVELOPE_VERSION = 1
 _ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # what an awty id looks like (Crockford base32)
 _PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
+_CUT_SHORT = re.compile(r"[0-9]{12}\.[0-9a-f]{8}")  # retired, its late files not yet put back
+CUT_SHORT_AGE = 60.0  # seconds: a younger one may be another runner's retire() in progress
 MAX_ENVELOPE_BYTES = 64 * 1024
 # O_NONBLOCK: opening a FIFO someone left in a slot must not wait for a writer (it is then
 # refused as "not a regular file"); it changes nothing for regular files.
@@ -250,7 +253,15 @@ class SlotTree:
         _reap()
         if not _is_real_dir(str(self.retired)):
             return  # absent, or not ours to empty (a symlink is never followed)
-        paths = [str(self.retired / n) for n in os.listdir(self.retired) if _PURGE.fullmatch(n)]
+        names = os.listdir(self.retired)
+        for name in names:  # a runner killed inside retire(): its files go back to the slot
+            if _CUT_SHORT.fullmatch(name):
+                try:
+                    if time.time() - os.lstat(self.retired / name).st_ctime > CUT_SHORT_AGE:
+                        self.restore_retired(self.retired / name)
+                except (OSError, ValueError):
+                    pass  # doctor reports it
+        paths = [str(self.retired / n) for n in names if _PURGE.fullmatch(n)]
         if not paths:
             return
         import subprocess

@@ -334,6 +334,25 @@ def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx
     assert len(rx.requests("/late")) == 1 and tree_files(home) == []
 
 
+def test_a_retirement_cut_short_gives_its_files_back_at_the_next_run(home, clock, rx,
+                                                                     monkeypatch):
+    """A runner killed between retire()'s rename and its check leaves ``<slot>.<hex>`` in
+    .retired: the next run puts its files back, and the slot's next run imports the late one."""
+    from awty import slotdir
+
+    a = make(home, clock)
+    job = a.add(rx.url("/first"), in_="1m").job
+    cut = home / ".retired" / f"{slot_id(job.next_check_at)}.0a1b2c3d"
+    cut.mkdir(parents=True)
+    (cut / "late.json").write_text(json.dumps({"target": rx.url("/late")}))
+    monkeypatch.setattr(slotdir, "CUT_SHORT_AGE", 0.0)
+    fire(a, clock, job.next_check_at + timedelta(seconds=1))
+    assert not cut.exists()
+    assert tree_files(home) == [f"{slot_id(job.next_check_at)}/late.json"]
+    again = a.run_slot(job.next_check_at)
+    assert again.imported == 1 and len(rx.requests("/late")) == 1
+
+
 def test_a_symlinked_retired_directory_is_never_used(home, clock, rx, tmp_path):
     from awty.slotdir import wait_purged
 
