@@ -434,8 +434,9 @@ class Runner:
         """Removing envelopes one by one is the costliest step of a run on a real disk (~70 µs
         a file on ext4 once written back, and every unlink takes the GIL back from the event
         loop). A slot whose rows are all gone is instead retired whole: one rename takes its
-        directory out of the tree and a detached process deletes it. A slot that still holds
-        rows (another shard's, a run cut short) loses only this run's files, in parallel."""
+        directory out of the tree, and a detached ``rm`` deletes it once the run (or the whole
+        catch-up) is over. A slot that still holds rows (another shard's, a run cut short)
+        loses only this run's files, in parallel."""
         done, self._done = self._done, []
         try:
             left = bool(self.store.slot_ids(slot))
