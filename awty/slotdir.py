@@ -253,7 +253,10 @@ class SlotTree:
         _reap()
         if not _is_real_dir(str(self.retired)):
             return  # absent, or not ours to empty (a symlink is never followed)
-        names = os.listdir(self.retired)
+        try:
+            names = os.listdir(self.retired)
+        except OSError:
+            return  # left for doctor to report: the slots have run, that is what counts
         for name in names:  # a runner killed inside retire(): its files go back to the slot
             if _CUT_SHORT.fullmatch(name):
                 try:
