@@ -72,6 +72,12 @@ class Job:
     last_error: str | None = None
     lease_owner: str | None = None
     lease_until: datetime | None = None
+    # Set by ``Store.start``: the runner has begun executing this claim; from then on a cancel
+    # or reschedule reports the job as being delivered instead of taking it back.
+    started_at: datetime | None = None
+    # exec jobs: the environment recorded at add (PATH and exported variables, minus secrets),
+    # restored at run time as ``at`` does. None: not recorded (http/python, or turned off).
+    env: dict[str, str] | None = None
 
     @property
     def payload(self) -> Any:
@@ -121,6 +127,108 @@ class HistoryRow:
     error: str | None
     output: str | None
     payload_json: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """One execution of a job (a row of the per-execution event log), for ``show`` and
+    ``stats``."""
+
+    job_id: str
+    at: datetime  # when the attempt started
+    slot: str  # slot id YYYYMMDDHHMM
+    check: int
+    attempt: int
+    answer: Answer
+    status: int | None = None  # HTTP status or exit code
+    duration_ms: float | None = None
+    lateness_ms: float | None = None  # start minus the slot boundary
+    error: str | None = None
+
+
+# -- decisions: what the runner asks the store to apply after an execution ------------------
+@dataclass(frozen=True, slots=True)
+class End:
+    """End a job: delete it from future_job and write its history row."""
+
+    job: Job
+    outcome: Outcome
+    reason: str
+    result: Result | None  # the last execution, if any
+    lateness: float | None = None  # seconds between the slot boundary and the execution
+
+
+@dataclass(frozen=True, slots=True)
+class Reslot:
+    """Put a job back to pending in a later slot (a re-check, a retry, or a deferral)."""
+
+    job: Job
+    next_check_at: datetime
+    check_count: int
+    attempt: int
+    result: Result | None
+    error: str | None = None
+
+
+Decision = End | Reslot
+
+
+# -- what store operations answer ------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Added:
+    job: Job
+    created: bool  # False: an existing job returned for the same idempotency key
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    """What a cancel did. Only ``cancelled`` jobs were ended (outcome ``cancelled``)."""
+
+    cancelled: list[Job]
+    running: list[Job]  # started by a live runner: left alone, their real outcome goes to history
+    missing: list[str]  # ids not pending (unknown, or already ended)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGroup:
+    """Jobs in flight, grouped by lease owner (``doctor``)."""
+
+    owner: str | None
+    jobs: int
+    expired: int  # of those, how many have ``lease_until <= now``
+    alive: bool | None  # the owner's session is open; None: the store cannot tell
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Aggregates for ``awty stats``, computed by the store (never by holding rows)."""
+
+    pending: int
+    in_flight: int
+    stale_leases: int  # in flight, lease expired, owner not alive
+    by_kind: dict[str, int]
+    next_slots: list[tuple[datetime, int]]  # the first slots at or after ``current``
+    past_slots: int  # slots before ``current`` still holding jobs
+    past_jobs: int
+    outcomes: dict[str, int]  # history rows ended since ``since``, by outcome
+    executions: int  # executions since ``since``
+    by_answer: dict[str, int]
+    retries: int  # executions that were a second or later attempt
+    failures: int  # executions that answered retry or fail
+    lateness_count: int
+    lateness_median_ms: float | None
+    lateness_p99_ms: float | None
+    lateness_max_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreHealth:
+    """``Store.check()``: what doctor reports about the store itself."""
+
+    ok: bool
+    schema_version: int
+    detail: str  # e.g. "PRAGMA integrity_check: ok", "PostgreSQL 15.2 at /run/…, schema awty"
+    problems: tuple[str, ...] = ()
 
 
 @dataclass

@@ -1,112 +1,189 @@
-"""The store contract. SQLite is the embedded default; a PostgreSQL store must be able to
-implement exactly this without the runner changing. Every method is one transaction.
+"""The store contract: everything any caller (runner, facade, doctor, stats) asks of a store.
+SQLite (+ the slot tree) is the embedded default; PostgreSQL implements exactly this, and the
+runner never learns which one it has. Nothing outside ``awty/store/`` holds SQL.
 
-Rules every implementation keeps:
+Rules every implementation keeps (``tests/store/test_contract.py`` checks each, per store):
+
+Jobs and history
 - ``future_job`` holds pending work only; a job that ends leaves it and gains one
   ``job_history`` row in the same transaction (nothing is lost between the two).
-- A job is owned by a runner while ``status == in_flight`` and ``lease_until > now``. A lease
-  whose ``lease_until <= now`` (the boundary included) is expired and may be claimed again.
-- ``finish`` applies a decision only to jobs still leased by the same owner; a job cancelled
-  or re-claimed meanwhile is left as it is (its result is dropped, never half-applied).
-- Times are aware UTC datetimes; slots are slot-boundary datetimes.
+- Every method is one transaction: it happens whole or not at all.
+- Times are aware UTC datetimes; slots are slot-boundary datetimes. Order is always
+  ``(next_check_at, id)``; ids are ULIDs, so text order is creation order.
+
+Owners, leases and the life of a claim
+- A runner is an *owner* (``"host:pid:nonce"``). It holds ``owner_session(owner)`` open for
+  as long as it runs; the store can then tell that the owner is *alive* (SQLite: an flock
+  on a file beside the database; PostgreSQL: a session advisory lock) whatever any clock says.
+- ``claim`` moves jobs ``pending -> in_flight`` with ``lease_owner`` and ``lease_until``.
+  ``start`` then marks claimed jobs ``started_at`` just before their execution begins: a
+  claimed job is the runner's intention, a started one is (or may be) on the wire.
+- A claim is *taken over* (claimed again by another owner) only when its lease has expired
+  (``lease_until <= now``, the boundary included) **and** its owner is not alive. A live
+  owner's claims are never taken over, even by a process whose clock runs ahead; an owner
+  that never opened a session is judged by its lease alone.
+- ``finish`` applies a decision only to jobs still leased by the same owner; a job cancelled,
+  rescheduled or taken over meanwhile is left as it is (its result is dropped, never
+  half-applied).
+- ``cancel`` / ``reschedule`` of a job that is pending, or claimed but not started, take it
+  back (the runner's ``start`` will not return it, so no request for it starts afterwards).
+  A started job whose owner is alive (or, unknown liveness, whose lease is live) is *running*:
+  cancel leaves it alone and reports it, reschedule raises ``Conflict``; its real outcome
+  reaches history through ``finish``. A started job of a dead owner may be cancelled.
+
+Locks
+- ``slot_lock(slot, shard)`` is the first line against two runners doing one slot's work
+  twice; leases are the second. SQLite: an unsharded run holds the slot exclusively; shards
+  hold it shared plus their own shard exclusively, so an unsharded run and sharded runs of one
+  slot exclude each other. PostgreSQL: runners on any number of hosts share a slot (claims
+  use ``FOR UPDATE SKIP LOCKED``); the lock is an advisory lock shared by runners.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
-from ..model import HistoryRow, Job, Outcome, Result
+from ..model import (
+    Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Reslot,
+    StoreHealth, StoreStats,
+)
+
+__all__ = ["Added", "CancelResult", "Decision", "End", "Reslot", "SlotLock", "Store"]
 
 
-@dataclass(frozen=True, slots=True)
-class End:
-    """End a job: delete it from future_job and write its history row."""
+class SlotLock(Protocol):
+    """A non-blocking lock on one slot (or one shard of it) for one run."""
 
-    job: Job
-    outcome: Outcome
-    reason: str
-    result: Result | None  # the last execution, if any
-    lateness: float | None = None  # seconds between the slot boundary and the execution
+    def acquire(self) -> bool:
+        """Take the lock without waiting; False when another runner holds it in a way that
+        excludes this one (that runner's run is then the slot's run)."""
 
+    def release(self) -> None: ...
 
-@dataclass(frozen=True, slots=True)
-class Reslot:
-    """Put a job back to pending in a later slot (a re-check, a retry, or a deferral)."""
-
-    job: Job
-    next_check_at: datetime
-    check_count: int
-    attempt: int
-    result: Result | None
-    error: str | None = None
-
-
-Decision = End | Reslot
-
-
-@dataclass(frozen=True, slots=True)
-class Added:
-    job: Job
-    created: bool  # False: an existing job returned for the same idempotency key
+    def holder(self) -> str:
+        """Who holds it, for the "busy" message (e.g. ``pid 123 on host-a``)."""
 
 
 class Store(Protocol):
+    # -- lifecycle ------------------------------------------------------------------------
+    def schema_version(self) -> int: ...
+
+    def check(self) -> StoreHealth:
+        """The store's own health for ``doctor``: integrity (SQLite) or reachability and
+        schema (PostgreSQL). Never raises for what it finds."""
+
+    def close(self) -> None: ...
+
+    # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
         """Insert all jobs or none. A job whose idempotency_key is already known (pending or in
         history) with the same fingerprint returns the existing job (created=False); with
         another fingerprint raises ``Conflict`` and nothing is inserted."""
 
+    # -- reading --------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | None: ...
 
     def get_history(self, job_id: str) -> list[HistoryRow]:
         """Every ended run of that id, oldest first (a retried job can end more than once)."""
 
+    def executions(self, job_id: str) -> list[Execution]:
+        """Every recorded execution of that id, oldest first."""
+
     def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
         """For each given id that is known: its pending slot, or None when only in history."""
 
+    def match_ids(self, prefix: str, limit: int) -> list[str]:
+        """Distinct ids (pending or ended) that start with ``prefix`` (upper case), in id
+        order, at most ``limit``: how ``show 01JD4X`` finds its job."""
+
     def list(self, *, status: str | None = None, slot: datetime | None = None,
-             entity: str | None = None, key: str | None = None, kind: str | None = None,
-             limit: int | None = None) -> Iterator[Job]:
-        """Pending jobs ordered by (next_check_at, id)."""
+             until: datetime | None = None, entity: str | None = None, key: str | None = None,
+             kind: str | None = None, limit: int | None = None) -> Iterator[Job]:
+        """Pending jobs ordered by (next_check_at, id), streamed (memory stays flat);
+        ``until``: next_check_at at or before it."""
 
-    def cancel(self, ids: Sequence[str], now: datetime, reason: str = "cancelled") -> list[Job]:
-        """End the named jobs as ``cancelled``; unknown ids are ignored (returned list says)."""
-
-    def cancel_entity(self, entity: str, key: str | None, now: datetime) -> list[Job]: ...
-
-    def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
-        """Move a pending job to another slot. Raises ``JobNotFound``, ``Conflict`` if leased."""
-
-    def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
-              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
-        """Lease up to ``limit`` jobs of ``slot`` (pending, or in_flight with an expired lease
-        held by another owner), in (next_check_at, id) order, with ``owner`` and
-        ``lease_until``."""
-
-    def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime) -> list[Decision]:
-        """Apply decisions for jobs still leased by ``owner``, in one transaction; returns the
-        ones applied."""
-
-    def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
-        """Give leased jobs back as pending, unchanged (an interrupted run)."""
+    def count(self, *, status: str | None = None, slot: datetime | None = None,
+              until: datetime | None = None, entity: str | None = None,
+              key: str | None = None, kind: str | None = None) -> int:
+        """How many jobs ``list`` with the same filters would give, without a limit."""
 
     def slot_ids(self, slot: datetime) -> set[str]:
         """Ids of every job (any status) whose next_check_at is ``slot``."""
 
-    def slots_with_work(self, *, until: datetime | None = None,
-                        since: datetime | None = None) -> list[tuple[datetime, int]]:
+    def slots_with_work(self, *, since: datetime | None = None,
+                        until: datetime | None = None) -> list[tuple[datetime, int]]:
         """(slot, job count) for slots holding jobs, oldest first, within [since, until]. Uses
         the slot index: the cost follows the rows in range, not the table."""
 
-    def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
-        """Re-arm an ended job (failed, expired…) as pending with fresh attempts. Raises
-        ``JobNotFound`` if unknown, ``Conflict`` if it is still pending."""
-
     def history(self, *, outcome: str | None = None, entity: str | None = None,
-                since: datetime | None = None, limit: int | None = None) -> list[HistoryRow]:
+                key: str | None = None, since: datetime | None = None,
+                limit: int | None = None) -> list[HistoryRow]:
         """Ended jobs, newest first."""
 
-    def close(self) -> None: ...
+    def stats(self, *, now: datetime, since: datetime, current: datetime,
+              next_slots: int) -> StoreStats:
+        """Pending work at ``now`` (``current`` is the current slot) and what ended or ran
+        since ``since``; lateness percentiles over the executions in that window."""
+
+    def leases(self, now: datetime) -> list[LeaseGroup]:
+        """Jobs in flight grouped by owner, with how many leases expired and whether the
+        owner is alive."""
+
+    # -- changing -------------------------------------------------------------------------
+    def cancel(self, ids: Sequence[str], now: datetime,
+               reason: str = "cancelled") -> CancelResult:
+        """End the named jobs as ``cancelled`` unless running (see the module's rules)."""
+
+    def cancel_entity(self, entity: str, key: str | None, now: datetime) -> CancelResult:
+        """``cancel`` of every pending job of ``entity`` (and ``key`` when given)."""
+
+    def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
+        """Move a pending (or claimed, not started) job to another slot, as pending. Raises
+        ``JobNotFound``, or ``Conflict`` naming the runner when the job is running."""
+
+    def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
+        """Re-arm an ended job (failed, expired, cancelled) as pending with fresh attempts.
+        Raises ``JobNotFound`` if unknown, ``Conflict`` if it is still pending."""
+
+    def prune(self, before: datetime, *, dry_run: bool = False) -> int:
+        """Delete history rows (and executions) that ended before ``before``; returns how many
+        history rows went (or would go)."""
+
+    # -- running --------------------------------------------------------------------------
+    def owner_session(self, owner: str) -> AbstractContextManager[None]:
+        """Hold ``owner`` alive for the length of a run (see the module's rules)."""
+
+    def slot_lock(self, slot: datetime, shard: tuple[int, int] | None = None) -> SlotLock:
+        """The lock a run of ``slot`` (or one shard: (index, count), 0-based) takes."""
+
+    def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
+              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
+        """Lease up to ``limit`` jobs of ``slot`` (pending, or in flight and taken over: see
+        the rules), in (next_check_at, id) order. ``shard`` keeps only the jobs whose
+        ``ids.shard_of(id, count) == index``."""
+
+    def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
+                  lease_until: datetime) -> list[Job]:
+        """Lease the named jobs whatever their slot (``awty run ID``), on the same terms as
+        ``claim``; ids not claimable are left out."""
+
+    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
+        """Mark claimed jobs as started, just before executing them; returns those still
+        claimed by ``owner``, in the order given. A job left out was cancelled, rescheduled
+        or taken over since its claim: it must not run."""
+
+    def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
+               executions: Sequence[Execution] = ()) -> list[Decision]:
+        """Apply decisions (and record executions) for jobs still leased by ``owner``, in one
+        transaction; returns the ones applied."""
+
+    def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
+        """Give ``owner``'s claims back as pending, unchanged (an interrupted run); returns
+        how many."""
+
+    def release_stale(self, owner: str | None, now: datetime) -> int:
+        """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: no
+        owner) whose lease expired and whose owner is not alive; returns how many."""
