@@ -90,7 +90,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def importers_of(graph: dict[str, set[str]], package: str) -> dict[str, list[str]]:
     """Modules outside ``package`` importing it or anything in it, with what they import."""
-    inside = (lambda m: m == package or m.startswith(package + "."))
+    def inside(module: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
     return {m: sorted(e for e in edges if inside(e)) for m, edges in graph.items()
             if not inside(m) and any(inside(e) for e in edges)}
 

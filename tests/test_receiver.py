@@ -163,3 +163,15 @@ def test_it_stops_by_itself_after_its_lifetime():
 def test_reply_objects_and_keywords_do_not_mix():
     with Receiver() as rx, pytest.raises(TypeError):
         rx.script("/p", Reply(status=500), status=404)
+
+
+def test_a_protocol_switch_is_refused_and_not_recorded():
+    import socket
+
+    with Receiver() as rx:
+        with socket.create_connection(("127.0.0.1", rx.port), timeout=10) as s:
+            s.sendall(b"POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                      b"Connection: Upgrade\r\nUpgrade: h2c\r\n\r\nhi")
+            assert s.recv(1000) == b""  # closed, unanswered
+        assert post(rx.port, "/after")[0] == 200  # the receiver itself is fine
+    assert [r.path for r in rx.requests()] == ["/after"]

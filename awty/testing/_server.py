@@ -78,8 +78,8 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self._close()
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            self._close()  # not HTTP, or a switch of protocol (not something awty asks for)
 
     # -- httptools ----------------------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -95,6 +95,8 @@ class _Conn(asyncio.Protocol):
         self.body.append(body)
 
     def on_message_complete(self) -> None:
+        if self.parser.should_upgrade():
+            return  # refused: the connection is closed once the parser stops (see above)
         reused = self.served > 0
         self.served += 1
         method = self.parser.get_method().decode("latin-1")

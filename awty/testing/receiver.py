@@ -39,7 +39,8 @@ Every request is recorded before it is answered: ``requests()`` keeps each ``Req
 ``log()`` and ``counts()`` keep a short line per request and the deliveries per
 ``webhook-id``. For volume (tens of thousands of callbacks), ``keep=False`` keeps only those.
 Memory is bounded by ``max_requests``: beyond it requests are answered 503 and not recorded.
-The receiver stops by itself after ``lifetime`` seconds, whatever its owner does.
+The receiver stops by itself after ``lifetime`` seconds, whatever its owner does. A request
+asking to switch protocols (``Upgrade``) is refused: its connection is closed, nothing kept.
 
 The module is awty's test kit, shipped with it; nothing in awty itself imports it.
 """
@@ -61,7 +62,7 @@ from .messages import Logged, Reply, Request, as_int, as_reply, free_port, slot_
 __all__ = ["Receiver", "Reply", "Request", "Logged", "free_port", "serve_constant"]
 
 
-Answer = Callable[[Request], "int | tuple | Reply"]
+_Answer = Callable[[Request], "int | tuple | Reply"]
 
 
 class Receiver:
@@ -70,7 +71,7 @@ class Receiver:
     ``Receiver(tls=(certfile, keyfile))`` serves HTTPS instead."""
 
     def __init__(self, port: int = 0, *, tls: tuple[str, str] | None = None,
-                 reply: Answer | None = None,
+                 reply: _Answer | None = None,
                  on_request: Callable[[Request], None] | None = None,
                  on_reply: Callable[[Request, Reply], None] | None = None,
                  delay: float = 0.0, keep: bool = True, lifetime: float = 600.0,
