@@ -1,5 +1,5 @@
 """Typed errors. The library raises these; the CLI maps ``exit_code`` to the process exit
-status in one place (``cli.reports_errors``). A job's own failure is never an exception:
+status in one place (``cli.options.reports_errors``). A job's own failure is never an exception:
 it is an ``Outcome`` recorded in history."""
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ def _environment(monkeypatch, tmp_path):
 
 @pytest.fixture
 def rx():
-    """A scriptable HTTP receiver on 127.0.0.1 (tests/receiver.py), stopped after the test."""
-    from receiver import Receiver
+    """A scriptable HTTP receiver on 127.0.0.1 (awty.testing.receiver), stopped after the test."""
+    from awty.testing.receiver import Receiver
 
     with Receiver() as r:
         yield r

@@ -15,7 +15,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import current_slot, iso, slot_for, slot_id
 from conftest import T0, db_rows, tree_files
-from receiver import Reply
+from awty.testing.receiver import Reply
 
 
 def make(home, clock, **kw):

@@ -18,11 +18,7 @@ from awty.clock import FixedClock, SystemClock
 from awty.config import Settings
 from awty.executors.http import HttpExecutor, callback_body
 from awty.model import Answer, Attempt, Job, Kind, Result
-
-try:
-    from tests.receiver import Receiver, Reply, free_port
-except ImportError:  # tests/ is not a package: pytest put this directory on sys.path
-    from receiver import Receiver, Reply, free_port
+from awty.testing.receiver import Receiver, Reply, free_port
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 FIRST = datetime(2030, 1, 1, 11, 45, 7, tzinfo=UTC)

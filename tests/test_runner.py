@@ -16,7 +16,7 @@ from awty.api import Awty
 from awty.errors import InvalidInput
 from awty.slots import iso, slot_for, slot_id
 from conftest import T0, db_rows, tree_files
-from receiver import Reply
+from awty.testing.receiver import Reply
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -287,7 +287,7 @@ def test_quick_retry_absorbs_a_dropped_connection(home, clock, rx):
 
 
 def test_breaker_defers_an_unreachable_host(home, clock):
-    from receiver import free_port
+    from awty.testing.receiver import free_port
 
     a = make(home, clock, breaker_threshold=3, concurrency=1)
     port = free_port()  # nothing listens there

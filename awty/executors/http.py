@@ -29,7 +29,8 @@ from urllib.parse import quote, urlsplit
 
 import httptools
 
-from .. import __version__, netguard, signing
+from .. import netguard, signing
+from .._version import __version__
 from ..clock import Clock
 from ..config import Settings
 from ..errors import InvalidInput

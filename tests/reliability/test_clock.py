@@ -17,7 +17,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from conftest import T0
-from fastrx import FastRx
+from awty.testing.receiver import Receiver
 from relkit import account, cli_env, count, query, run_cli, scale
 
 pytestmark = pytest.mark.reliability
@@ -44,7 +44,7 @@ def _replies():
 _EXPECTED = {"/plain": 1, "/re": 3, "/flaky": 2}  # deliveries per job, by path
 
 
-def _add_spread(a: Awty, rx: FastRx, n: int, rng: random.Random) -> dict[str, str]:
+def _add_spread(a: Awty, rx: Receiver, n: int, rng: random.Random) -> dict[str, str]:
     """n jobs due over the next three hours; returns {id: path}."""
     specs, paths = [], []
     for i in range(n):
@@ -85,7 +85,7 @@ def test_clock_stepped_back_and_forth_between_runs(tmp_path):
     home = tmp_path / "home"
     clock = FixedClock(T0)
     started = time.monotonic()
-    with FastRx(reply=_replies()) as rx:
+    with Receiver(reply=_replies(), keep=False) as rx:
         a = Awty(home, clock=clock, env={}, quick_retries=0, concurrency=16)
         ids = _add_spread(a, rx, n, rng)
         back = fwd = refused = 0
@@ -135,7 +135,7 @@ def test_clock_stepped_mid_run(tmp_path, jump):
             clock.set(clock.now() + jump)
             moved.append(clock.now())
 
-    with FastRx(on_request=on_request, delay=0.002) as rx:
+    with Receiver(on_request=on_request, delay=0.002, keep=False) as rx:
         a = Awty(home, clock=clock, env={}, quick_retries=0, concurrency=8, batch_size=50,
                  lease="60s", timeout="5s")
         ids = [r.job.id for r in a.add_many([{"target": rx.url("/m"), "in": "1m",
@@ -164,7 +164,7 @@ def test_awty_now_varied_between_processes(tmp_path):
     rng = random.Random(99)
     home = tmp_path / "home"
     started = time.monotonic()
-    with FastRx(reply=_replies()) as rx:
+    with Receiver(reply=_replies(), keep=False) as rx:
         with Awty(home, clock=FixedClock(T0), env={}) as a:
             ids = _add_spread(a, rx, n, rng)
         now = T0

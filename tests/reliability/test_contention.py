@@ -22,7 +22,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from conftest import T0
-from fastrx import FastRx
+from awty.testing.receiver import Receiver
 from relkit import (account, cli_env, count, envelopes, query, run_cli, scale, spawn,
                     wait_until)
 
@@ -47,7 +47,7 @@ def test_four_runners_on_one_slot_deliver_each_job_once(tmp_path):
     n = scale(2000, 10000)
     home = tmp_path / "home"
     started = time.monotonic()
-    with FastRx(delay=0.004) as rx:  # slow enough that the four overlap
+    with Receiver(delay=0.004, keep=False) as rx:  # slow enough that the four overlap
         ids, slot = _fill(home, rx.url("/same"), n)
         env = cli_env(home, slot + timedelta(seconds=1), concurrency=32)
         results = _start_all([["run-slot", slot_id(slot), "--json"]] * 4, env)
@@ -66,7 +66,7 @@ def test_four_shards_deliver_each_job_once_and_only_their_own(tmp_path):
     n = scale(2000, 10000)
     home = tmp_path / "home"
     started = time.monotonic()
-    with FastRx(delay=0.002) as rx:
+    with Receiver(delay=0.002, keep=False) as rx:
         ids, slot = _fill(home, rx.url("/any"), n)
         env = cli_env(home, slot + timedelta(seconds=1), concurrency=16)
         results = _start_all([["run-slot", slot_id(slot), "--shard", f"{i}/4", "--json"]
@@ -91,7 +91,7 @@ def test_everything_at_once_with_drop_ins(tmp_path):
     drops = 20
     home = tmp_path / "home"
     started = time.monotonic()
-    with FastRx(delay=0.002) as rx:
+    with Receiver(delay=0.002, keep=False) as rx:
         ids, slot = _fill(home, rx.url("/all"), n)
         from awty.jobspec import new_id
 
@@ -128,7 +128,7 @@ def test_two_reconcilers_never_import_a_drop_in_twice(tmp_path):
     runner is importing a slot's drop-ins, shard 1/2 of the same slot starts (it holds another
     lock). Envelopes named by an awty id and envelopes named anyhow are each imported once."""
     home = tmp_path / "home"
-    with FastRx() as rx:
+    with Receiver(keep=False) as rx:
         ids, slot = _fill(home, rx.url("/r"), 10)
         sdir = home / "slots" / slot_id(slot)
         from awty.jobspec import new_id
@@ -185,7 +185,7 @@ def test_locked_database_add_fails_cleanly_and_runner_loses_nothing(tmp_path):
     n = scale(300, 3000)
     home = tmp_path / "home"
     started = time.monotonic()
-    with FastRx() as rx:
+    with Receiver(keep=False) as rx:
         ids, slot = _fill(home, rx.url("/locked"), n)
         files_before = len(envelopes(home))
         env = cli_env(home, slot + timedelta(seconds=1), busy_timeout="1s")
@@ -238,7 +238,7 @@ def test_lock_taken_mid_run_loses_nothing(tmp_path):
             h.__enter__()
             holder["h"] = h
 
-    with FastRx(on_request=on_request, delay=0.002) as rx:
+    with Receiver(on_request=on_request, delay=0.002, keep=False) as rx:
         ids, slot = _fill(home, rx.url("/mid"), n)
         settings = dict(busy_timeout="1s", batch_size=50, concurrency=8, timeout="5s")
         p = spawn(["run-slot", slot_id(slot)], cli_env(home, slot + timedelta(seconds=1),

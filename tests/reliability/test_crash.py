@@ -28,7 +28,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from conftest import T0
-from fastrx import FastRx
+from awty.testing.receiver import Receiver
 from relkit import (account, assert_doctor_clean, cli_env, count, doctor_problems,
                     envelopes, integrity, query, run_cli, scale, spawn, wait_until,
                     write_batch)
@@ -76,7 +76,7 @@ def test_runner_sigkilled_at_random_points_loses_nothing(tmp_path):
                 t.start()
                 state["timer"] = t
 
-    with FastRx(on_request=on_request, delay=0.002) as rx:
+    with Receiver(on_request=on_request, delay=0.002, keep=False) as rx:
         ids: list[str] = []
 
         def fill(now):  # a fresh 1,000-job slot due a minute after ``now``
@@ -168,7 +168,7 @@ def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
     rng = random.Random(6012)
     home = tmp_path / "home"
     started = time.monotonic()
-    with FastRx() as rx:
+    with Receiver(keep=False) as rx:
         with Awty(home, clock=FixedClock(T0), env={}) as a:
             a.init()
         env = cli_env(home, T0)

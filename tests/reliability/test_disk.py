@@ -34,7 +34,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from conftest import T0
-from fastrx import FastRx
+from awty.testing.receiver import Receiver
 from relkit import (account, assert_doctor_clean, cli_env, count, doctor_problems,
                     envelopes, integrity, query, run_cli, scale)
 
@@ -105,7 +105,7 @@ def test_disk_fills_up_mid_run(small_fs):
         if seen.n == n // 4 and not filled:
             filled.append(_fill(filler))
 
-    with FastRx(reply=reply, on_request=on_request, delay=0.001) as rx:
+    with Receiver(reply=reply, on_request=on_request, delay=0.001, keep=False) as rx:
         with Awty(home, clock=FixedClock(T0), env={}) as a:
             ids = [r.job.id for r in a.add_many(
                 [{"target": rx.url("/re" if i % 2 else "/k"), "in": "1m", "payload": {"i": i}}
@@ -155,7 +155,7 @@ def test_disk_fills_up_mid_run(small_fs):
 def test_read_only_home(small_fs):
     n = scale(200, 2000)
     home = small_fs / "home"
-    with FastRx(reply=_recheck_once()) as rx:
+    with Receiver(reply=_recheck_once(), keep=False) as rx:
         with Awty(home, clock=FixedClock(T0), env={}) as a:
             ids = [r.job.id for r in a.add_many(
                 [{"target": rx.url("/re" if i % 2 else "/k"), "in": "1m"} for i in range(n)])]
@@ -225,7 +225,7 @@ def test_add_when_envelopes_cannot_be_written(home, monkeypatch, code):
     """The rows commit first; envelopes follow. When the envelopes fail, the jobs are still
     accepted (a pending row with no file runs): add must not report a failure for jobs that
     will fire, and nothing may be half-written in the store."""
-    with FastRx() as rx:
+    with Receiver(keep=False) as rx:
         clock = FixedClock(T0)
         a = Awty(home, clock=clock, env={})
         a.init()
@@ -262,7 +262,7 @@ def test_cli_add_when_envelopes_cannot_be_written(home, tmp_path):
         "def _fail(*a, **k):\n"
         "    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
         "s._link_new = s._rename_into = _fail\n")
-    with FastRx() as rx:
+    with Receiver(keep=False) as rx:
         env = cli_env(home, T0)
         env["PYTHONPATH"] = f"{site}{os.pathsep}{env.get('PYTHONPATH', '')}"
         p = run_cli(["add", rx.url("/cli"), "--in", "1m", "--json"], env)
@@ -283,7 +283,7 @@ def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
     ENOSPC, removals with EROFS (retiring the finished slot whole, then file by file). The run still completes on the store's word; the tree is
     mended later; every job ends once, each re-check fires once."""
     n = scale(300, 3000)
-    with FastRx(reply=_recheck_once()) as rx:
+    with Receiver(reply=_recheck_once(), keep=False) as rx:
         clock = FixedClock(T0)
         a = Awty(home, clock=clock, env={}, quick_retries=0, batch_size=50, concurrency=16)
         ids = [r.job.id for r in a.add_many(

@@ -40,7 +40,7 @@ from awty.model import new_id
 from awty.slotdir import Entry, SlotTree, envelope_bytes
 from awty.slots import from_iso, is_boundary, iso, slot_id
 from conftest import T0, db_rows, tree_files
-from receiver import Receiver
+from awty.testing.receiver import Receiver
 
 pytestmark = pytest.mark.reliability
 

@@ -19,7 +19,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import current_slot
 from conftest import T0
-from fastrx import FastRx
+from awty.testing.receiver import Receiver
 from relkit import account, cli_env, count, query, run_cli, scale
 
 pytestmark = pytest.mark.reliability
@@ -45,7 +45,7 @@ def test_load_with_ten_percent_failures(tmp_path):
     slots = scale(20, 100)
     home = tmp_path / "home"
     started = time.monotonic()
-    with FastRx(reply=lambda r: 500 if fails(r.job_id, r.attempt) else 204) as rx:
+    with Receiver(reply=lambda r: 500 if fails(r.job_id, r.attempt) else 204, keep=False) as rx:
         with Awty(home, clock=FixedClock(T0), env={}) as a:
             base = current_slot(T0, a.settings.resolution)
             specs = [{"target": rx.url("/load"),

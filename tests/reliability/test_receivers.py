@@ -35,7 +35,7 @@ from awty.api import Awty
 from awty.executors import http as http_mod
 from awty.slots import iso, slot_for, slot_id
 from conftest import T0, db_rows, tree_files
-from receiver import Receiver, Reply
+from awty.testing.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.reliability
 

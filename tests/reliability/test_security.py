@@ -38,7 +38,7 @@ from awty.api import Awty
 from awty.cli import app
 from awty.slots import iso
 from conftest import T0, db_rows, tree_files
-from receiver import Receiver, free_port
+from awty.testing.receiver import Receiver, free_port
 
 pytestmark = pytest.mark.reliability
 

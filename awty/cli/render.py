@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from .model import HistoryRow, Job
-from .slots import iso, slot_id
+from ..model import HistoryRow, Job
+from ..slots import iso, slot_id
 
 _SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key")
 

@@ -1,34 +1,45 @@
-"""Operator commands: ``doctor``, ``crontab``, ``stats``, ``prune``. Registered on ``cli.app``
-when this module is imported (cli.py imports it last). Like cli.py: parse, call, render; the
-modules doing the work are imported inside the commands so that ``awty add`` never pays."""
+"""Commands that look after a home: ``init``, ``doctor``, ``crontab``, ``stats``, ``prune``,
+``version``. Like every command module: parse, call, render; the modules doing the work are
+imported inside the commands so that ``awty add`` never pays for them."""
 
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
 
+from .._version import __version__
+from ..errors import InvalidInput
 from . import render as r
-from .cli import Home, Json, Utc, _awty, app, reports_errors
-from .errors import InvalidInput
+from .options import Home, Json, Utc, new_app, open_awty, positive_duration, reports_errors
+
+commands = new_app()
 
 
-def _duration(text: str, option: str) -> timedelta:
-    from .slots import parse_duration
+@commands.command()
+@reports_errors
+def init(home: Home = None) -> None:
+    """Create awty's home (0700), database (0600), slot tree and a commented awty.toml.
 
-    try:
-        seconds = parse_duration(text)
-    except ValueError as e:
-        raise InvalidInput(f"{option}: {e}") from None
-    if seconds <= 0:
-        raise InvalidInput(f"{option}: must be more than zero")
-    return timedelta(seconds=seconds)
+    Other commands create home on first use; init is for seeing where things live.
+    """
+    a = open_awty(home)
+    made = a.init()
+    for path in made:
+        r.out(f"created {path}")
+    r.out(f"awty home is {a.home}" + ("" if made else " (already set up)"))
+    r.out("next: `awty crontab --install` so that cron runs the slots")
+
+
+@commands.command()
+def version() -> None:
+    """Print awty's version."""
+    r.out(f"awty {__version__}")
 
 
 # --- doctor --------------------------------------------------------------------------------
-@app.command()
+@commands.command()
 @reports_errors
 def doctor(
     repair: Annotated[bool, typer.Option("--repair", help="Mend what can be mended: "
@@ -52,7 +63,7 @@ def doctor(
 
       awty doctor --json | jq '.findings[] | select(.ok | not)'
     """
-    from .doctor import diagnose_home
+    from ..doctor import diagnose_home
 
     report = diagnose_home(home, repair=repair)
     if as_json:
@@ -82,7 +93,7 @@ def _doctor_summary(report) -> None:
 
 
 # --- crontab -------------------------------------------------------------------------------
-@app.command()
+@commands.command()
 @reports_errors
 def crontab(
     install: Annotated[bool, typer.Option("--install", help="Write the lines into your "
@@ -106,10 +117,10 @@ def crontab(
 
       awty crontab --home /srv/awty --awty-bin /opt/awty/bin/awty --install
     """
-    from . import crontab as cron
-    from .slots import check_resolution
+    from .. import crontab as cron
+    from ..slots import check_resolution
 
-    a = _awty(home)
+    a = open_awty(home)
     res = a.settings.resolution if resolution is None else resolution
     try:
         check_resolution(res)
@@ -123,7 +134,7 @@ def crontab(
         for line in cron.entries(a.home, res, awty_bin):
             r.out(line)
         return
-    from .api import ensure_home
+    from ..api import ensure_home
 
     ensure_home(a.home)  # cron appends to <home>/cron.log
     _, changed = cron.install(a.home, res, awty_bin)
@@ -141,7 +152,7 @@ def _warn_env_unseen_by_cron(home) -> None:
 
 
 # --- stats ---------------------------------------------------------------------------------
-@app.command()
+@commands.command()
 @reports_errors
 def stats(
     window: Annotated[str, typer.Option(help="How far back outcomes and executions count.")]
@@ -154,9 +165,9 @@ def stats(
 
     Examples:  awty stats   |   awty stats --window 7d --json
     """
-    from .stats import compute
+    from ..stats import compute
 
-    doc = compute(_awty(home), window=_duration(window, "--window"))
+    doc = compute(open_awty(home), window=positive_duration(window, "--window"))
     if as_json:
         r.emit_json(doc)
         return
@@ -164,7 +175,7 @@ def stats(
 
 
 def _print_stats(doc: dict[str, Any], window: str, utc: bool) -> None:
-    from .slots import from_iso
+    from ..slots import from_iso
 
     p, ex, late = doc["pending"], doc["executions"], doc["lateness_ms"]
     pairs = [
@@ -198,7 +209,7 @@ def _ms(value: float | None) -> str:
 
 
 # --- prune ---------------------------------------------------------------------------------
-@app.command()
+@commands.command()
 @reports_errors
 def prune(
     older_than: Annotated[str, typer.Option("--older-than", help="Delete history that ended "
@@ -214,11 +225,11 @@ def prune(
 
     Examples:  awty prune --older-than 30d   |   awty prune --older-than 1w --dry-run
     """
-    from .slots import iso
-    from .stats import prune as prune_history
+    from ..slots import iso
+    from ..stats import prune as prune_history
 
-    a = _awty(home)
-    age = _duration(older_than, "--older-than")
+    a = open_awty(home)
+    age = positive_duration(older_than, "--older-than")
     n = prune_history(a, age, dry_run=dry_run)
     before = iso(a.clock.now() - age)
     if as_json:

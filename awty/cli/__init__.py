@@ -1,0 +1,89 @@
+"""The ``awty`` command line: parse, call one ``Awty`` method, render. Nothing else lives here.
+
+- ``options``: the app settings, shared options, opening an ``Awty``, errors -> exit codes
+- ``jobs``: add, cancel, reschedule, list, show, history, retry
+- ``runs``: slots, run-slot, catchup
+- ``ops``: init, doctor, crontab, stats, prune, version
+- ``secret``: secret new, verify
+- ``render``: plain lines, Rich tables and progress, ``--json`` documents
+
+Only this package imports typer or rich, and nothing below it imports it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from .options import new_app
+
+# Each command and the module defining it, in the order `awty --help` lists them. `awty NAME`
+# imports only NAME's module; the whole app checks this table against the modules.
+COMMANDS = {
+    "init": "ops", "add": "jobs", "cancel": "jobs", "reschedule": "jobs", "list": "jobs",
+    "show": "jobs", "slots": "runs", "run-slot": "runs", "catchup": "runs", "history": "jobs",
+    "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
+    "stats": "ops", "prune": "ops",
+}
+
+HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callbacks; "
+        "a plain cron entry (`awty run-slot`) fires them.\n\n"
+        "Quick tour:\n\n"
+        "  awty add https://example.com/hook --in 2h --payload '{\"order\": 42}'\n\n"
+        "  awty list\n\n  awty crontab --install\n\n  awty history")
+
+
+def main() -> None:
+    _app_for(sys.argv[1:])()
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app to run: when the first word names a plain command, a one-command app. Typer
+    builds every command's parameters before dispatching (~12 ms for all of them); `awty add`
+    under a crontab or a script loop should pay only for its own."""
+    name = args[0] if args else ""
+    module = COMMANDS.get(name)
+    if module is None:
+        return _whole_app()  # help, a typo (suggestions), or a sub-app such as `secret`
+    # __import__, not importlib.import_module: -X importtime (and so the bench) sees it
+    __import__(f"{__name__}.{module}")
+    one = new_app()
+    one.registered_commands = [c for c in sys.modules[f"{__name__}.{module}"]
+                               .commands.registered_commands if _name(c) == name]
+    one.callback()(_no_options)  # keep it a group, so `awty NAME …` parses as with the full app
+    return one
+
+
+def _no_options() -> None:
+    pass
+
+
+def _name(command) -> str:
+    return command.name or command.callback.__name__.replace("_", "-")
+
+
+_app: list[typer.Typer] = []
+
+
+def _whole_app() -> typer.Typer:
+    if not _app:
+        from . import jobs, ops, runs, secret
+
+        defined = {_name(c): c for m in (jobs, runs, ops, secret)
+                   for c in m.commands.registered_commands}
+        if set(defined) != set(COMMANDS):
+            raise RuntimeError(f"awty.cli.COMMANDS is out of step with the command modules: "
+                               f"{sorted(set(defined) ^ set(COMMANDS))}")
+        app = new_app(no_args_is_help=True, help=HELP)
+        app.registered_commands = [defined[name] for name in COMMANDS]
+        app.add_typer(secret.secret_app, name="secret")
+        _app.append(app)
+    return _app[0]
+
+
+def __getattr__(name: str) -> Any:
+    """``awty.cli.app``, the whole app (help, tests), built on first use."""
+    if name == "app":
+        return _whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

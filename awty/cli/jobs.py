@@ -1,0 +1,303 @@
+"""Commands on jobs: ``add``, ``cancel``, ``reschedule``, ``list``, ``show``, ``history``,
+``retry``. Each one parses, calls one ``Awty`` method and renders; nothing else lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InvalidInput
+from . import render as r
+from .options import Home, Json, Utc, new_app, open_awty, reports_errors, slot_arg
+
+commands = new_app()
+
+
+# Input read for one job (--payload @file or -, one --batch line) stops here: far above any
+# payload awty stores, and @/dev/zero or an endless pipe is refused instead of filling memory.
+MAX_INPUT = 1 << 20
+
+
+def _read_payload(payload: str | None) -> str | None:
+    if payload is None:
+        return None
+    if payload == "-":
+        data: str | bytes = sys.stdin.read(MAX_INPUT + 1)
+    elif payload.startswith("@"):
+        try:
+            with open(payload[1:], "rb") as f:
+                data = f.read(MAX_INPUT + 1)
+        except OSError as e:
+            raise InvalidInput(f"--payload {payload}: {e.strerror}") from None
+    else:
+        return payload
+    if len(data) > MAX_INPUT:
+        raise InvalidInput(f"--payload {payload}: more than {MAX_INPUT} bytes")
+    try:
+        return data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise InvalidInput(f"--payload {payload}: not UTF-8 text") from None
+
+
+@commands.command()
+@reports_errors
+def add(
+    target: Annotated[Optional[str], typer.Argument(
+        help="Callback URL (default), shell command with --exec, module:function with --call.",
+        show_default=False)] = None,
+    at: Annotated[Optional[str], typer.Option(help="When: ISO-8601, 'tomorrow 9am', epoch "
+                                              "seconds or 'now'. Local time unless an offset "
+                                              "is given.")] = None,
+    in_: Annotated[Optional[str], typer.Option("--in", help="After a duration: 90s 15m 2h 1d "
+                                               "1h30m 1w.")] = None,
+    exec_: Annotated[bool, typer.Option("--exec", help="TARGET is a shell command (/bin/sh -c), "
+                                        "run in this directory, payload on stdin.")] = False,
+    call: Annotated[bool, typer.Option("--call", help="TARGET is package.module:function, "
+                                       "called with the job.")] = False,
+    payload: Annotated[Optional[str], typer.Option(help="JSON payload, @file, or - for "
+                                                   "stdin.")] = None,
+    entity: Annotated[Optional[str], typer.Option(help="What the job checks (e.g. order).")] = None,
+    key: Annotated[Optional[str], typer.Option(help="Which one (e.g. 42).")] = None,
+    idempotency_key: Annotated[Optional[str], typer.Option(
+        help="Adding the same job twice with this key returns the first one.")] = None,
+    header: Annotated[Optional[list[str]], typer.Option(
+        help="Extra request header 'Name: value' (repeatable).")] = None,
+    max_checks: Annotated[Optional[int], typer.Option(help="Re-checks allowed (default 5).")] = None,
+    horizon: Annotated[Optional[str], typer.Option(help="Furthest re-check (default 7d).")] = None,
+    timeout: Annotated[Optional[str], typer.Option(help="Per execution (default 30s).")] = None,
+    max_attempts: Annotated[Optional[int], typer.Option(help="Attempts on failure (default 6)."
+                                                        )] = None,
+    misfire_grace: Annotated[Optional[str], typer.Option(
+        help="With catchup --misfire skip: how late this job may still fire.")] = None,
+    batch: Annotated[Optional[str], typer.Option(
+        help="Add many: a file (or -) of JSON lines with keys named like these options.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and show, store "
+                                          "nothing.")] = False,
+    as_json: Json = False,
+    utc: Utc = False,
+    home: Home = None,
+) -> None:
+    """Schedule a job: an HTTP callback (default), a command (--exec) or a function (--call).
+
+    Examples:
+
+      awty add https://api.example.com/hooks/order --in 2h --entity order --key 42
+
+      awty add 'notify-send done' --exec --at 'tomorrow 09:00'
+
+      awty add myapp.checks:order_shipped --call --in 3h --payload '{"order": 42}'
+
+      awty add --batch jobs.jsonl
+    """
+    if batch is not None:
+        if target is not None:
+            raise InvalidInput("give TARGET or --batch, not both")
+        specs = _read_batch(batch)
+        results = open_awty(home).add_many(specs, dry_run=dry_run)
+        r.added(results, utc, as_json)
+        return
+    if target is None:
+        raise InvalidInput("missing TARGET (a URL, or a command with --exec; see --help)")
+    if exec_ and call:
+        raise InvalidInput("--exec and --call exclude each other")
+    kind = "exec" if exec_ else "python" if call else "http"
+    res = open_awty(home).add(
+        target, at=at, in_=in_, kind=kind, payload_json=_read_payload(payload), entity=entity,
+        key=key, idempotency_key=idempotency_key, headers=header or None,
+        max_checks=max_checks, horizon=horizon, timeout=timeout, max_attempts=max_attempts,
+        misfire_grace=misfire_grace, dry_run=dry_run)
+    r.added([res], utc, as_json)
+
+
+def _read_batch(source: str) -> list[dict]:
+    """JSON lines, split on "\\n" only (JSON text may hold U+2028 and friends raw), each line
+    read up to MAX_INPUT."""
+    specs = []
+    try:
+        f = sys.stdin if source == "-" else open(source, encoding="utf-8")
+        try:
+            n = 0
+            while line := f.readline(MAX_INPUT + 1):
+                n += 1
+                if len(line) > MAX_INPUT:
+                    raise InvalidInput(f"line {n}: longer than {MAX_INPUT} characters")
+                if not line.strip():
+                    continue
+                try:
+                    spec = json.loads(line)
+                except ValueError as e:
+                    raise InvalidInput(f"line {n}: not JSON ({e})") from None
+                except RecursionError:
+                    raise InvalidInput(f"line {n}: not JSON (nested too deeply)") from None
+                if not isinstance(spec, dict):
+                    raise InvalidInput(f"line {n}: not a JSON object")
+                specs.append(spec)
+        finally:
+            if f is not sys.stdin:
+                f.close()
+    except OSError as e:
+        raise InvalidInput(f"--batch {source}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"--batch {source}: not UTF-8 text") from None
+    if not specs:
+        raise InvalidInput(f"--batch {source}: no jobs in it")
+    return specs
+
+
+@commands.command()
+@reports_errors
+def cancel(
+    ids: Annotated[Optional[list[str]], typer.Argument(help="Job ids.", show_default=False)]
+    = None,
+    entity: Annotated[Optional[str], typer.Option(help="Cancel every job of this entity.")]
+    = None,
+    key: Annotated[Optional[str], typer.Option(help="With --entity: only this key.")] = None,
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Cancel pending jobs by id, or every future check of an entity.
+
+    Examples:  awty cancel 01JD3…   |   awty cancel --entity order --key 42
+    """
+    if bool(ids) == bool(entity):
+        raise InvalidInput("give job ids or --entity, not both or neither")
+    if key and not entity:
+        raise InvalidInput("--key needs --entity")
+    a = open_awty(home)
+    jobs = a.cancel_entity(entity, key) if entity else a.cancel(ids or [])
+    missing = [i for i in (ids or []) if i not in {j.id for j in jobs}]
+    if as_json:
+        r.emit_json({"cancelled": [j.id for j in jobs], "not_found": missing})
+    else:
+        for j in jobs:
+            r.out(f"cancelled {j.id}")
+        if entity and not jobs:
+            r.out("no pending jobs for that entity")
+    if missing:
+        r.err(f"awty: not pending (unknown or already ended): {', '.join(missing)}")
+        raise typer.Exit(1)
+
+
+@commands.command()
+@reports_errors
+def reschedule(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="Job id.")],
+    at: Annotated[Optional[str], typer.Option(help="New time.")] = None,
+    in_: Annotated[Optional[str], typer.Option("--in", help="New delay from now.")] = None,
+    as_json: Json = False,
+    utc: Utc = False,
+    home: Home = None,
+) -> None:
+    """Move a pending job to another time.  Example: awty reschedule 01JD3… --in 1d"""
+    job = open_awty(home).reschedule(job_id, at=at, in_=in_)
+    if as_json:
+        r.emit_json(r.job_dict(job))
+    else:
+        from ..slots import slot_id
+
+        r.out(f"rescheduled {job.id} to slot {slot_id(job.next_check_at)} "
+              f"({r.when(job.next_check_at, utc)})")
+
+
+@commands.command("list")
+@reports_errors
+def list_(
+    status: Annotated[Optional[str], typer.Option(help="pending or in_flight.")] = None,
+    slot: Annotated[Optional[str], typer.Option(help="Only this slot (YYYYMMDDHHMM).")] = None,
+    entity: Annotated[Optional[str], typer.Option(help="Only this entity.")] = None,
+    key: Annotated[Optional[str], typer.Option(help="Only this entity key.")] = None,
+    kind: Annotated[Optional[str], typer.Option(help="http, exec or python.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many (0: all).")] = 100,
+    as_json: Json = False,
+    utc: Utc = False,
+    home: Home = None,
+) -> None:
+    """List pending jobs in firing order.  Example: awty list --entity order --json"""
+    if status not in (None, "pending", "in_flight"):
+        raise InvalidInput("--status must be pending or in_flight")
+    if kind not in (None, "http", "exec", "python"):
+        raise InvalidInput("--kind must be http, exec or python")
+    jobs = open_awty(home).list(status=status, slot=slot_arg(slot), entity=entity, key=key,
+                            kind=kind, limit=limit or None)
+    if as_json:
+        r.emit_json([r.job_dict(j) for j in jobs])
+    else:
+        r.jobs_table(jobs, utc)
+
+
+@commands.command()
+@reports_errors
+def show(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="Job id.")],
+    as_json: Json = False,
+    utc: Utc = False,
+    home: Home = None,
+) -> None:
+    """Show one job: pending, or how it ended, with each execution."""
+    a = open_awty(home)
+    found = a.get(job_id)
+    events = a.events(job_id)
+    if isinstance(found, list):
+        doc = {"state": "ended", **r.history_dict(found[-1]),
+               "ended_runs": [r.history_dict(h) for h in found], "executions": events}
+    else:
+        doc = {"state": found.status.value, **r.job_dict(found), "executions": events}
+    if as_json:
+        r.emit_json(doc)
+        return
+    skip = {"executions", "ended_runs", "payload", "headers"}
+    r.kv([(k, v) for k, v in doc.items() if k not in skip and v is not None])
+    r.out(f"payload     {json.dumps(doc.get('payload') if 'payload' in doc else None)}")
+    if doc.get("headers"):
+        r.out(f"headers     {json.dumps(doc['headers'])}")
+    if events:
+        r.table("executions", ["at", "slot", "check", "attempt", "answer", "status", "ms",
+                               "error"],
+                ([e["at"], e["slot"], e["check_no"], e["attempt"], e["answer"], e["status"],
+                  e["duration_ms"], e["error"]] for e in events))
+
+
+@commands.command()
+@reports_errors
+def history(
+    outcome: Annotated[Optional[str], typer.Option(help="done, gone, cancelled, failed or "
+                                                   "expired.")] = None,
+    entity: Annotated[Optional[str], typer.Option(help="Only this entity.")] = None,
+    since: Annotated[Optional[str], typer.Option(help="A time, or a duration ago (e.g. 1d)."
+                                                 )] = None,
+    limit: Annotated[int, typer.Option(help="At most this many (0: all).")] = 100,
+    as_json: Json = False,
+    utc: Utc = False,
+    home: Home = None,
+) -> None:
+    """Jobs that ended, newest first.  Example: awty history --outcome failed --since 1d"""
+    if outcome not in (None, "done", "gone", "cancelled", "failed", "expired"):
+        raise InvalidInput("--outcome must be done, gone, cancelled, failed or expired")
+    a = open_awty(home)
+    rows = a.history(outcome=outcome, entity=entity,
+                     since=a.parse_time(since) if since else None, limit=limit or None)
+    if as_json:
+        r.emit_json([r.history_dict(h) for h in rows])
+    else:
+        r.history_table(rows, utc)
+
+
+@commands.command()
+@reports_errors
+def retry(
+    ids: Annotated[list[str], typer.Argument(help="Ids of ended jobs (e.g. failed).")],
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Re-arm ended jobs (the dead letter) into the next slot with fresh attempts."""
+    jobs = open_awty(home).retry(ids)
+    if as_json:
+        r.emit_json([r.job_dict(j) for j in jobs])
+    else:
+        from ..slots import slot_id
+
+        for j in jobs:
+            r.out(f"re-armed {j.id} into slot {slot_id(j.next_check_at)}")

@@ -1,0 +1,109 @@
+"""What every command module shares: the Typer app settings, the common options (``--home``,
+``--json``, ``--utc``), opening an ``Awty``, and the one place errors become exit codes.
+
+Errors: the library raises ``AwtyError`` subclasses; ``reports_errors`` prints one line on
+stderr and exits with the error's code (1 could not be done, 2 bad input). Usage errors from
+the parser are shown as one line too (``_OneLineGroup``)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from ..errors import AwtyError, InvalidInput
+from . import render as r
+
+
+class _OneLineGroup(TyperGroup):
+    """A usage error is one line on stderr and exit 2, like every other bad input."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except Exception as e:
+            if hasattr(e, "format_message") and hasattr(e, "exit_code"):
+                ctx = getattr(e, "ctx", None)
+                where = f"awty {ctx.info_name}: " if ctx is not None and ctx.parent else "awty: "
+                r.err(where + e.format_message().splitlines()[0]
+                      + ("  (see --help)" if e.exit_code == 2 else ""))
+                sys.exit(e.exit_code)
+            if type(e).__name__ == "Abort":
+                r.err("aborted")
+                sys.exit(1)
+            raise
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def new_app(**kw: Any) -> typer.Typer:
+    """A Typer app as awty's commands want it: one-line usage errors, plain help, no
+    completion (its import costs every `awty add`), and never a traceback showing locals
+    (they can hold the signing secret)."""
+    return typer.Typer(cls=_OneLineGroup, rich_markup_mode=None, add_completion=False,
+                       pretty_exceptions_show_locals=False,
+                       context_settings={"help_option_names": ["-h", "--help"]}, **kw)
+
+
+def new_group(**kw: Any) -> typer.Typer:
+    """A sub-command group (``awty secret …``), mounted on the app with ``add_typer``."""
+    return typer.Typer(cls=_OneLineGroup, rich_markup_mode=None, no_args_is_help=True, **kw)
+
+
+Home = Annotated[Optional[Path], typer.Option(
+    "--home", help="awty's home directory (default: $AWTY_HOME, else ~/.local/share/awty).",
+    show_default=False)]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+Utc = Annotated[bool, typer.Option("--utc", help="Show times in UTC instead of local time.")]
+
+
+def reports_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AwtyError as e:
+            r.err(f"awty: {e}")
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            r.err("awty: interrupted")
+            raise typer.Exit(130) from None
+    return wrapper
+
+
+def open_awty(home: Path | None, **kw: Any):
+    """The ``Awty`` a command works on; the facade (and everything behind it) loads here, on
+    first use, not when the CLI is imported."""
+    from ..api import Awty
+
+    return Awty(home, **kw)
+
+
+def slot_arg(text: str | None):
+    """A ``YYYYMMDDHHMM`` slot id from the command line -> its datetime (None stays None)."""
+    if text is None:
+        return None
+    from ..slots import parse_slot_id
+
+    try:
+        return parse_slot_id(text)
+    except ValueError as e:
+        raise InvalidInput(str(e)) from None
+
+
+def positive_duration(text: str, option: str) -> timedelta:
+    """A duration option that must be more than zero (``--window 1d``, ``--older-than 30d``)."""
+    from ..slots import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise InvalidInput(f"{option}: {e}") from None
+    if seconds <= 0:
+        raise InvalidInput(f"{option}: must be more than zero")
+    return timedelta(seconds=seconds)

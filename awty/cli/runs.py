@@ -1,0 +1,138 @@
+"""Commands that fire slots: ``slots``, ``run-slot``, ``catchup`` (what cron runs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import nullcontext
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InvalidInput
+from . import render as r
+from .options import Home, Json, Utc, new_app, open_awty, reports_errors, slot_arg
+
+commands = new_app()
+
+
+@commands.command()
+@reports_errors
+def slots(as_json: Json = False, utc: Utc = False, home: Home = None) -> None:
+    """Slots holding jobs, with counts (like atq). Past slots still holding work need
+    `awty catchup`."""
+    a = open_awty(home)
+    now_slot = a.current_slot()
+    rows = a.slots()
+    from ..slots import iso, slot_id
+
+    if as_json:
+        r.emit_json([{"slot": slot_id(s), "at": iso(s), "jobs": n, "past": s <= now_slot}
+                     for s, n in rows])
+        return
+    r.table(None, ["slot", "fires", "jobs", ""],
+            ([slot_id(s), r.when(s, utc), n, "past: run `awty catchup`" if s < now_slot else ""]
+             for s, n in rows))
+
+
+@commands.command("run-slot")
+@reports_errors
+def run_slot(
+    slot: Annotated[Optional[str], typer.Argument(
+        help="Slot id YYYYMMDDHHMM (UTC); default: the boundary that just passed.",
+        show_default=False)] = None,
+    shard: Annotated[Optional[str], typer.Option(help="i/n: run only shard i of n "
+                                                 "(1-based), by hash of job id.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would fire.")] = False,
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Fire a slot's jobs (what cron runs at every boundary). Quiet under cron unless
+    something needs a human; a progress bar on a terminal.
+
+    Examples:  awty run-slot   |   awty run-slot 202611221415 --shard 1/2
+    """
+    progress = _progress(as_json)
+    a = open_awty(home, on_event=progress)
+    with progress or nullcontext():
+        s = a.run_slot(slot_arg(slot), shard=_shard(shard), dry_run=dry_run)
+    _report_slot(s.to_dict(), as_json)
+
+
+def _report_slot(d: dict, as_json: bool) -> None:
+    if as_json:
+        r.emit_json(d)
+    elif d.get("busy"):
+        r.err(f"awty: slot {d['slot']} is already being run ({d['busy']}); nothing to do")
+    elif d.get("dry_run"):
+        r.out(f"slot {d['slot']}: {d['ran']} job(s) would run "
+              + json.dumps(d["outcomes"]) + (f", {d['imported']} file(s) to import"
+                                             if d["imported"] else ""))
+    elif sys.stdout.isatty():
+        r.out(r.summary_line(d))
+    elif d["outcomes"].get("failed") or d.get("rejected"):
+        r.err("awty: " + r.summary_line(d) + " (see `awty history --outcome failed`)")
+
+
+@commands.command()
+@reports_errors
+def catchup(
+    until: Annotated[Optional[str], typer.Option(help="Last slot to run (default: the "
+                                                 "current one).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List slots and counts; change "
+                                          "nothing.")] = False,
+    misfire: Annotated[Optional[str], typer.Option(help="fire (default) or skip: end jobs "
+                                                   "later than the grace as expired.")] = None,
+    misfire_grace: Annotated[Optional[str], typer.Option(help="With --misfire skip: how late "
+                                                         "is still fine (default: one slot).")]
+    = None,
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Run every past slot that still holds work, oldest first, then the current one
+    (after downtime; cron runs it @reboot and hourly)."""
+    from ..slots import parse_duration
+
+    grace = None
+    if misfire_grace is not None:
+        try:
+            grace = parse_duration(misfire_grace)
+        except ValueError as e:
+            raise InvalidInput(f"--misfire-grace: {e}") from None
+    progress = _progress(as_json)
+    a = open_awty(home, on_event=progress)
+    with progress or nullcontext():
+        c = a.catchup(until=slot_arg(until), dry_run=dry_run, misfire=misfire,
+                      misfire_grace=grace)
+    d = c.to_dict()
+    if as_json:
+        r.emit_json(d)
+        return
+    if dry_run:
+        for s in d["slots"]:
+            r.out(f"slot {s['slot']}: {s['ran']} job(s) would run {json.dumps(s['outcomes'])}")
+        r.out(f"{len(d['slots'])} slot(s), {d['ran']} job(s)")
+        return
+    failed = d["outcomes"].get("failed", 0)
+    if sys.stdout.isatty() or failed:
+        line = (f"catchup: {len(d['slots'])} slot(s), ran {d['ran']} in {d['seconds']:.2f}s: "
+                + (", ".join(f"{v} {k}" for k, v in sorted(d["outcomes"].items())) or "nothing"))
+        (r.out if sys.stdout.isatty() else r.err)(line)
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise InvalidInput(f"--shard {text!r}: use i/n, e.g. 1/4") from None
+    if not (1 <= i <= n):
+        raise InvalidInput(f"--shard {text!r}: need 1 <= i <= n")
+    return (i - 1, n)
+
+
+def _progress(as_json: bool):
+    if as_json or not sys.stdout.isatty():
+        return None
+    return r.Progress()

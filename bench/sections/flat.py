@@ -1,0 +1,72 @@
+"""Section 4: flatness — a slot's run time with a million other jobs pending vs with none."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ..common import BASE, R, fmt_n, slot_at
+from ..disk import remove_home, settle
+from ..homes import check_summary
+
+if TYPE_CHECKING:
+    from ..context import Bench
+
+
+def run(b: Bench) -> None:
+    n, pending = b.a.flat_due, b.a.flat_pending
+    r0 = b.rep.row("flat0", f"flatness: {fmt_n(n)}-job slot, 0 pending", "s",
+                      fmt="{:.3f}")
+    r1 = b.rep.row("flat1", f"flatness: {fmt_n(n)}-job slot, {fmt_n(pending)} pending",
+                      "s", fmt="{:.3f}")
+    rr = b.rep.row("flat_ratio", "flatness ratio (pending / none)", "×", "≤ 1.2×",
+                      lambda v: v <= 1.2, "{:.2f}")
+    empty, full = b.homes.path("flat-empty"), b.homes.path("flat-pending")
+    week = 7 * 96
+    gen_now = BASE - timedelta(hours=1)
+    t0 = time.perf_counter()
+    spent = b.homes.fill(full, pending,
+                            lambda i: BASE + timedelta(days=2, minutes=R * (i % week) + 1),
+                            now=gen_now)
+    gen_wall = time.perf_counter() - t0
+    with b.homes.open(empty, gen_now) as a:
+        a.init()
+    db_size = (full / "awty.db").stat().st_size
+    runs = b.a.flat_runs
+    for run in range(-1, runs):  # run -1: a warm-up of both homes, not counted
+        slot = slot_at(2 + run)
+        times = {}
+        order = (empty, full) if run % 2 == 0 else (full, empty)
+        for home in order:
+            b.homes.fill(home, n, lambda i, s=slot: s, now=gen_now)
+            settle()
+            with b.homes.open(home, slot + timedelta(seconds=5)) as a:
+                t0 = time.perf_counter()
+                s = a.run_slot(slot)
+            times[home] = time.perf_counter() - t0  # close() included
+            check_summary(s.to_dict(), n, "flatness run-slot")
+        b.rep.details.append(
+            f"flatness {'warm-up' if run < 0 else f'run {run + 1}'}: 0 pending "
+            f"{times[empty]:.3f} s, {fmt_n(pending)} pending {times[full]:.3f} s "
+            f"({times[full] / times[empty]:.2f}×; "
+            f"{'empty home first' if order[0] == empty else 'full home first'})")
+        if run >= 0:
+            r0.values.append(times[empty])
+            r1.values.append(times[full])
+            rr.values.append(times[full] / times[empty])
+        b.check_receiver()
+    with b.homes.open(full, BASE) as a:
+        left = a.store.count_pending() if hasattr(a.store, "count_pending") else None
+    b.rep.notes.append(
+        f"Flatness: the {fmt_n(pending)} pending jobs were added through the public "
+        f"`add_many` in chunks of 50,000 (rows and envelope files, exactly as a user's adds), "
+        f"spread over {week} future slots (one week); that took {gen_wall:.0f} s "
+        f"({pending / spent:,.0f} jobs/s inside add_many); database {db_size / 1e6:,.0f} MB. "
+        f"Each run adds {fmt_n(n)} jobs to a fresh past slot in both homes, then times "
+        f"`run_slot` (homes alternate order); {runs} runs (they are cheap once the rows "
+        f"exist) after one uncounted warm-up run of each home, as a cron-driven home is "
+        f"warm from its previous slot."
+        + (f" Pending after the runs: {fmt_n(left)}." if left is not None else ""))
+    remove_home(empty)
+    remove_home(full)

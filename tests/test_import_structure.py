@@ -1,0 +1,137 @@
+"""The shape of awty's imports, read from the source with ``ast`` (issue 13): no import cycle
+anywhere in ``awty/``, and nothing below the command line imports it.
+
+An edge A -> B is any ``import`` statement in A naming B, wherever it sits: at the top, inside
+a function (a lazy import is still a dependency), or under ``if TYPE_CHECKING``.
+``from P import name`` names the module ``P.name`` when that is a module, else ``P``. The
+parent packages Python imports on the way are not edges: ``awty.cli.jobs`` importing
+``awty.cli.options`` does not make it depend on ``awty/cli/__init__.py``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+AWTY = Path(__file__).resolve().parent.parent / "awty"
+
+# `python -m awty`: the program's entry point, above the CLI, imported by nothing.
+ENTRY_POINTS = {"awty.__main__"}
+
+
+def modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """Dotted name -> (file, is a package's __init__) for every module under ``root``."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
+    return found
+
+
+def import_graph(root: Path = AWTY) -> dict[str, set[str]]:
+    mods = modules(root)
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_pkg) in mods.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(name, is_pkg, node.level, node.module)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    edges.add(sub if sub in mods else base)
+        graph[name] = {e for e in edges if e in mods and e != name}
+    return graph
+
+
+def _absolute(importer: str, is_pkg: bool, level: int, module: str | None) -> str:
+    if not level:
+        return module or ""
+    parts = importer.split(".") if is_pkg else importer.split(".")[:-1]
+    parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([module] if module else []))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def importers_of(graph: dict[str, set[str]], package: str) -> dict[str, list[str]]:
+    """Modules outside ``package`` importing it or anything in it, with what they import."""
+    def inside(module: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    return {m: sorted(e for e in edges if inside(e)) for m, edges in graph.items()
+            if not inside(m) and any(inside(e) for e in edges)}
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_nothing_below_the_cli_imports_it():
+    graph = import_graph()
+    assert "awty.cli" in graph and "awty.cli.jobs" in graph  # the package is where we look
+    outside = importers_of(graph, "awty.cli")
+    assert set(outside) <= ENTRY_POINTS, {m: outside[m] for m in set(outside) - ENTRY_POINTS}
+
+
+def test_nothing_in_awty_imports_the_test_receiver():
+    """``awty.testing`` is shipped for tests and local trials; the product never uses it."""
+    graph = import_graph()
+    assert "awty.testing.receiver" in graph
+    assert importers_of(graph, "awty.testing") == {}
+
+
+# --- the checker itself ----------------------------------------------------------------------
+def test_the_checker_finds_a_cycle_and_a_forbidden_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e.f"}, "e.f": set(),
+             "awty.x": {"awty.cli.jobs"}, "awty.cli.jobs": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert importers_of(graph, "awty.cli") == {"awty.x": ["awty.cli.jobs"]}
+
+
+def test_the_checker_reads_lazy_relative_imports(tmp_path):
+    pkg = tmp_path / "awty"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def f():\n    from .sub import mod\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "mod.py").write_text("from typing import TYPE_CHECKING\n"
+                                        "if TYPE_CHECKING:\n    from .. import other\n")
+    (pkg / "other.py").write_text("import awty.sub.mod\nfrom . import __version__\n")
+    graph = import_graph(pkg)
+    assert graph == {"awty": {"awty.sub.mod"}, "awty.sub": set(),
+                     "awty.sub.mod": {"awty.other"}, "awty.other": {"awty.sub.mod", "awty"}}
+    assert cycles(graph) == [["awty", "awty.other", "awty.sub.mod"]]
