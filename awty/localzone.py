@@ -41,9 +41,10 @@ def zone_for(tz_env: str | None, localtime: str = LOCALTIME) -> tzinfo:
     from dateutil import tz as _tz  # lazy (~50 ms): only for a bare POSIX rule string
 
     try:
-        return _tz.tzstr(name)
+        rule: tzinfo = _tz.tzstr(name)
     except ValueError:
         return UTC
+    return rule
 
 
 def _from_file(path: str) -> tzinfo | None:

@@ -128,13 +128,14 @@ def _parse_duration(text: str | int | float) -> float:
         if text < 0 or text != text or text == float("inf"):
             raise ValueError(f"not a duration: {text!r}")
         return float(text)
-    s = re.sub(r"\band\b|[\s,]+", "", str(text).strip().lower())
+    s = "".join(str(text).lower().split())
     if not s:
         raise ValueError("empty duration")
     if re.fullmatch(r"\d+(\.\d+)?", s):
         return float(s)
     if s.startswith("p"):
-        return _iso_duration(s, text)
+        return _iso_duration(s, text)  # where "," is a decimal mark
+    s = re.sub(r"and|,", "", s)  # 1 hour and 30 minutes, 1h, 30m
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
         if m.start() != pos:

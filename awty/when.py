@@ -53,6 +53,11 @@ def parse_when(text: str, now: datetime, local: tzinfo | None = None, *,
     """The instant ``text`` names, in aware UTC. Wall times are in ``local`` (None: the
     process's zone, ``localzone.local_zone()``). A phrase that names a recurring time (``9``,
     ``noon``, ``monday``) is its next occurrence, or its last with ``past=True``."""
+    if text[4:5] == "-" and text[:4].isdigit():  # ISO-8601 first: batches send thousands
+        try:
+            return to_utc(datetime.fromisoformat(text.strip().replace("Z", "+00:00")), local)
+        except ValueError:
+            pass
     s = _normalise(text)
     if not s:
         raise ValueError("empty time")
@@ -111,9 +116,10 @@ def to_utc(dt: datetime, local: tzinfo | None = None) -> datetime:
         return instant  # exists; fold=0 is the first of a repeated hour
     # In a gap. Offsets a day either side give its size (PEP 495's fold=0 would give the
     # same answer for a ZoneInfo; other tzinfo classes are not bound to it).
-    day = timedelta(days=1)
-    gap = (dt + day).replace(tzinfo=zone).utcoffset() - (dt - day).replace(tzinfo=zone).utcoffset()
-    return (dt + gap).replace(tzinfo=zone, fold=0).astimezone(UTC)
+    day, zero = timedelta(days=1), timedelta(0)
+    after = (dt + day).replace(tzinfo=zone).utcoffset() or zero
+    before = (dt - day).replace(tzinfo=zone).utcoffset() or zero
+    return (dt + after - before).replace(tzinfo=zone, fold=0).astimezone(UTC)
 
 
 def _local() -> tzinfo:
@@ -150,7 +156,7 @@ def _shape(word: str) -> bool:
 
 def _phrase(words: list[str], now: datetime, zone: tzinfo | None, past: bool,
             text: str) -> datetime:
-    day: tuple[str, object] | None = None
+    day: tuple[str, int] | None = None  # (how, a number: weekday, offset or date ordinal)
     clock: time | None = None
     i = 0
     while i < len(words):
@@ -162,14 +168,14 @@ def _phrase(words: list[str], now: datetime, zone: tzinfo | None, past: bool,
             if i >= len(words) or words[i] not in _WEEKDAYS:
                 raise ValueError(f"{text.strip()!r}: {w!r} goes with a weekday "
                                  f"(e.g. {w} monday 9am)")
-            found: tuple[str, object] = (w, _WEEKDAYS[words[i]])
+            found = (w, _WEEKDAYS[words[i]])
             i += 1
         elif w in _WEEKDAYS:
             found = ("weekday", _WEEKDAYS[w])
         elif w in _DAY_WORDS:
             found = ("offset", _DAY_WORDS[w])
         elif _NUMERIC_DATE.fullmatch(w):
-            found = ("date", _numeric_date(w))
+            found = ("date", _numeric_date(w).toordinal())
         else:
             if clock is not None:
                 raise ValueError(f"{text.strip()!r}: two clock times")
@@ -194,10 +200,10 @@ def _phrase(words: list[str], now: datetime, zone: tzinfo | None, past: bool,
         return got
     kind, value = day
     if kind == "date":
-        return on(value)  # type: ignore[arg-type]
+        return on(date.fromordinal(value))
     if kind == "offset":
-        return on(today + timedelta(days=value))  # type: ignore[operator]
-    wd = int(value)  # type: ignore[call-overload]
+        return on(today + timedelta(days=value))
+    wd = value  # a weekday: "weekday" or "this" (the coming one), "next", "last"
     ahead = (wd - today.weekday()) % 7
     behind = (today.weekday() - wd) % 7
     if kind == "next":
@@ -233,7 +239,7 @@ def _numeric_date(word: str) -> date:
     only one reading is a date."""
     m = _NUMERIC_DATE.fullmatch(word)
     assert m is not None
-    a, sep, b, c = m.group(1), m.group(2), m.group(3), m.group(4)
+    a, b, c = m.group(1), m.group(3), m.group(4)
     how = "write dates as YYYY-MM-DD"
     try:
         if len(a) == 4 and c is not None:
