@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .model import HistoryRow, Job, SlotSummary
 from .slotdir import SlotTree
-from .slots import current_slot, next_slot_after, parse_duration, parse_when, slot_for
+from .slots import current_slot, next_slot_after, parse_since, slot_for
 from .store.sqlite import SQLiteStore
 
 
@@ -228,11 +228,10 @@ class Awty:
         return self.store.history(outcome=outcome, entity=entity, since=since, limit=limit)
 
     def parse_time(self, text: str) -> datetime:
+        """A start for read commands: a duration ago (1d) or a time, read backwards
+        (yesterday, monday, 9): ``slots.parse_since``."""
         try:
-            now = self.clock.now()
-            if text and text[-1] in "smhdw" and text[0].isdigit():
-                return now - timedelta(seconds=parse_duration(text))
-            return parse_when(text, now, self.tz)
+            return parse_since(text, self.clock.now(), self.tz)
         except (ValueError, OverflowError) as e:
             raise InvalidInput(str(e)) from None
 

@@ -7,9 +7,15 @@ Two checks, stdlib only:
 - ``address_refusal`` at connect time, on every address a host name resolved to: the address
   actually connected is what matters (no DNS-rebinding window).
 
-Link-local addresses (169.254.0.0/16 — cloud metadata — and fe80::/10) are always refused.
-With ``deny_private_networks`` loopback, private, unspecified, reserved and other
-non-global addresses (and the name ``localhost``) are refused too.
+Always refused: link-local addresses (169.254.0.0/16 and fe80::/10, where most clouds put their
+metadata service), the cloud metadata and platform addresses that live elsewhere (``METADATA``)
+and the metadata services' well-known names (``ALWAYS_REFUSED_NAMES``); also in their IPv4-mapped,
+NAT64 and IPv4-compatible IPv6 spellings. With ``deny_private_networks`` loopback, private,
+unspecified, reserved and other non-global addresses (and the names ``localhost`` and
+Kubernetes' ``kubernetes.default…``) are refused too.
+
+A target must be a URL of at most 8 KiB whose host is an IP address or a valid DNS name (IDNA
+for non-ASCII names; labels of 1–63 letters, digits, ``-`` or ``_``; at most 253 characters).
 """
 
 from __future__ import annotations
@@ -27,8 +33,35 @@ if TYPE_CHECKING:
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-ALWAYS_REFUSED_NAMES = frozenset({"metadata.google.internal"})
-PRIVATE_NAMES = frozenset({"localhost"})
+# Cloud instance-metadata and platform endpoints outside link-local space: each answers the
+# instance it runs on with credentials or configuration, so no callback may reach one. Inside
+# link-local (always refused as such): AWS, GCP, Azure, DigitalOcean, OpenStack, Oracle, Hetzner
+# 169.254.169.254; AWS ECS 169.254.170.2 and EKS Pod Identity 169.254.170.23; Tencent
+# 169.254.0.23; Scaleway 169.254.42.42; OpenStack's IPv6 fe80::a9fe:a9fe.
+METADATA = tuple((ipaddress.ip_network(net), who) for net, who in (
+    ("fd00:ec2::/32", "AWS instance metadata, DNS, NTP and EKS Pod Identity over IPv6"),
+    ("fd20:ce::254/128", "Google Cloud metadata server over IPv6"),
+    ("168.63.129.16/32", "Azure WireServer (platform host)"),
+    ("100.100.100.200/32", "Alibaba Cloud metadata"),
+    ("fd00:100::100:200/128", "Alibaba Cloud metadata over IPv6"),
+    ("192.0.0.192/32", "Oracle Cloud metadata"),
+    ("fd00:c1::a9fe:a9fe/128", "Oracle Cloud metadata over IPv6"),
+    ("fd00:42::42/128", "Scaleway metadata over IPv6"),
+    ("fd00:a9fe:a9fe::1/128", "Akamai/Linode metadata over IPv6"),
+))
+# Names of metadata services, refused at add without resolving; whatever other name resolves
+# to a metadata address is refused at connect.
+ALWAYS_REFUSED_NAMES = frozenset({
+    "metadata.google.internal", "metadata.goog", "instance-data.ec2.internal",
+    "metadata.tencentyun.com",
+})
+PRIVATE_NAMES = frozenset({
+    "localhost", "kubernetes.default", "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+})
+MAX_URL_BYTES = 8192
+MAX_NAME = 253
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _V4_COMPAT = ipaddress.IPv6Network("::/96")
@@ -57,6 +90,9 @@ def _refusal(ip: IPAddress, deny_private: bool) -> str | None:
     shown = str(ip) if a is ip else f"{ip} (= {a})"
     if a.is_link_local:
         return f"{shown} is a link-local address (cloud metadata lives there): always refused"
+    for net, who in METADATA:
+        if a.version == net.version and a in net:
+            return f"{shown} is a cloud metadata address ({who}): always refused"
     if not deny_private:
         return None
     if a.is_loopback:
@@ -127,6 +163,10 @@ def check_url(url: str, settings: Settings) -> str:
     nothing is resolved here). Returns the URL unchanged."""
     if not isinstance(url, str) or not url.strip():
         raise InvalidInput("target: an http(s) URL is required")
+    size = len(url.encode("utf-8", "surrogatepass"))
+    if size > MAX_URL_BYTES:
+        raise InvalidInput(f"target {_short(url)!r}: the URL is {size} bytes, over the limit "
+                           f"of {MAX_URL_BYTES} (8 KiB)")
     if url != url.strip() or any(c in url for c in "\r\n\t\x00 "):
         raise InvalidInput(f"target {_short(url)!r}: whitespace or control characters in URL")
     try:
@@ -157,11 +197,42 @@ def check_url(url: str, settings: Settings) -> str:
     if deny_private and (name in PRIVATE_NAMES or name.endswith(".localhost")):
         raise InvalidInput(f"target {_short(url)!r}: {name} is refused (deny_private_networks)")
     ip = _parse_ip(host)
-    if ip is not None:
+    if ip is None:
+        reason = name_refusal(host[:-1] if host.endswith(".") else host)
+    else:
         reason = _refusal(ip, deny_private)
-        if reason:
-            raise InvalidInput(f"target {_short(url)!r}: {reason}")
+    if reason:
+        raise InvalidInput(f"target {_short(url)!r}: {reason}")
     return url
+
+
+def name_refusal(name: str) -> str | None:
+    """Why ``name`` (a URL's host, not an IP address, without its trailing dot) is not a host
+    name a resolver could be asked for, or None. Non-ASCII names are checked in the IDNA form
+    the resolver is given (Python's ``idna`` codec, as socket.getaddrinfo encodes them)."""
+    if not name:
+        return "the host name is empty"
+    if len(name) > 4 * MAX_NAME:  # no valid name is this long, even before IDNA encoding
+        return f"the host name is {len(name)} characters long (at most {MAX_NAME})"
+    name = name.lower()
+    if not name.isascii():
+        try:
+            name = name.encode("idna").decode("ascii")
+        except UnicodeError as e:
+            return f"the host name is not a valid international domain name ({e})"
+    if len(name) > MAX_NAME:
+        return f"the host name is {len(name)} characters long (at most {MAX_NAME})"
+    labels = name.split(".")
+    for label in labels:
+        if len(label) > 63:
+            return f"the host name has a label of {len(label)} characters (at most 63)"
+        if not _LABEL.fullmatch(label):
+            return (f"the host name has an invalid label {label!r} (letters, digits, '-' and "
+                    "'_' only, not starting or ending with '-')" if label
+                    else "the host name has an empty label")
+    if labels[-1].isdigit():
+        return f"{name!r} is neither an IP address nor a host name (its last label is a number)"
+    return None
 
 
 def address_refusal(ip: str, settings: Settings) -> str | None:

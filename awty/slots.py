@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta
 
 RESOLUTIONS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
 SLOT_FORMAT = "%Y%m%d%H%M"
@@ -93,12 +93,24 @@ def ceil_second(at: datetime) -> datetime:
 
 
 # --- durations -----------------------------------------------------------------------------
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNITS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+    **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), 604800),
+}
+_CALENDAR_UNITS = frozenset({"mo", "mon", "month", "months", "y", "yr", "yrs", "year", "years"})
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([a-z]+)")
+_N = r"(\d+(?:[.,]\d+)?)"
+_ISO_DURATION = re.compile(rf"p(?:{_N}w)?(?:{_N}d)?(?:t(?:{_N}h)?(?:{_N}m)?(?:{_N}s)?)?")
+_DURATION_HELP = "e.g. 90s, 15m, 2h, 1h30m, 1d, 1w, '2 hours', '1 hour 30 minutes', PT2H, P1DT2H"
 
 
 def parse_duration(text: str | int | float) -> float:
-    """``90s 15m 2h 1d 1h30m 1w`` (or a bare number of seconds) -> seconds."""
+    """``90s 15m 2h 1d 1h30m 1w``, words (``2 hours``, ``1 hour 30 minutes``), ISO-8601
+    (``PT2H``, ``P1DT2H``, ``P1W``) or a bare number of seconds -> seconds. Months and years
+    have no fixed length and are refused."""
     if isinstance(text, str):
         return _parse_duration_text(text)
     return _parse_duration(text)
@@ -116,20 +128,41 @@ def _parse_duration(text: str | int | float) -> float:
         if text < 0 or text != text or text == float("inf"):
             raise ValueError(f"not a duration: {text!r}")
         return float(text)
-    s = str(text).strip().lower().replace(" ", "")
+    s = "".join(str(text).lower().split())
     if not s:
         raise ValueError("empty duration")
     if re.fullmatch(r"\d+(\.\d+)?", s):
         return float(s)
+    if s.startswith("p"):
+        return _iso_duration(s, text)  # where "," is a decimal mark
+    s = re.sub(r"and|,", "", s)  # 1 hour and 30 minutes, 1h, 30m
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
         if m.start() != pos:
             break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
+        unit = m.group(2)
+        if unit in _CALENDAR_UNITS:
+            raise ValueError(f"not a duration: {text!r} (months and years have no fixed "
+                             "length: use days or weeks)")
+        if unit not in _UNITS:
+            break
+        total += float(m.group(1)) * _UNITS[unit]
         pos = m.end()
     if pos != len(s) or pos == 0:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 1d, 1h30m, 1w)")
+        raise ValueError(f"not a duration: {text!r} ({_DURATION_HELP})")
     return total
+
+
+def _iso_duration(s: str, text: object) -> float:
+    m = _ISO_DURATION.fullmatch(s)
+    if m is None or s in ("p", "pt") or s.endswith("t"):
+        if re.search(r"[ym]", s.split("t", 1)[0]):
+            raise ValueError(f"not a duration: {text!r} (months and years have no fixed "
+                             "length: use days, e.g. P30D)")
+        raise ValueError(f"not a duration: {text!r} ({_DURATION_HELP})")
+    weeks, days, hours, minutes, seconds = (float((g or "0").replace(",", "."))
+                                            for g in m.groups())
+    return weeks * 604800 + days * 86400 + hours * 3600 + minutes * 60 + seconds
 
 
 def format_duration(seconds: float) -> str:
@@ -144,49 +177,8 @@ def format_duration(seconds: float) -> str:
     return "".join(out)
 
 
-# --- human time input ------------------------------------------------------------------------
-def parse_when(text: str, now: datetime, local: tzinfo | None = None) -> datetime:
-    """An absolute time: "now", ISO-8601, epoch seconds, or anything python-dateutil reads.
-    Without an offset the time is in the local zone (``local``; the system zone if None)."""
-    s = text.strip()
-    if not s:
-        raise ValueError("empty time")
-    if s.lower() == "now":
-        return now
-    if re.fullmatch(r"\d{9,11}(\.\d+)?", s):
-        return datetime.fromtimestamp(float(s), UTC)
-    if s.lower().startswith(("in ", "+")):
-        return now + timedelta(seconds=parse_duration(s.split(" ", 1)[-1].lstrip("+")))
-    try:
-        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        from dateutil import parser as _dateutil_parser  # lazy: ~25 ms of import
-
-        try:
-            dt = _dateutil_parser.parse(s, default=_local_now(now, local).replace(
-                hour=0, minute=0, second=0, microsecond=0, tzinfo=None))
-        except (ValueError, OverflowError) as e:
-            raise ValueError(f"not a time: {text!r} ({e})") from None
-    return to_utc(dt, local)
-
-
-def to_utc(dt: datetime, local: tzinfo | None = None) -> datetime:
-    """A naive datetime is wall time in ``local``; nonexistent wall times (DST gaps) move
-    forward by the gap, ambiguous ones take the first occurrence."""
-    if dt.tzinfo is not None:
-        return dt.astimezone(UTC)
-    if local is None:
-        return dt.astimezone(UTC)  # the system's local zone, as libc resolves it
-    from dateutil import tz as _tz
-
-    aware = dt.replace(tzinfo=local)
-    if not _tz.datetime_exists(aware):
-        aware = _tz.resolve_imaginary(aware)
-    return aware.astimezone(UTC)
-
-
-def _local_now(now: datetime, local: tzinfo | None) -> datetime:
-    return now.astimezone(local) if local is not None else now.astimezone()
+# What people type for a time lives in when.py; these names are the way in for the rest of awty.
+from .when import parse_since, parse_when, to_utc  # noqa: E402,F401
 
 
 def parse_epoch_or_iso(value: object) -> datetime:

@@ -82,3 +82,16 @@ case "$1" in
   *) echo "usage: crontab [-l | -]" >&2; exit 2 ;;
 esac
 """
+
+
+@pytest.fixture
+def fake_crontab(tmp_path, monkeypatch) -> Path:
+    """FAKE_CRONTAB as ``crontab`` on PATH, HOME in tmp_path; returns the table's file."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "crontab").write_text(FAKE_CRONTAB)
+    (bindir / "crontab").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_CRONTAB", str(tmp_path / "crontab.txt"))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    return tmp_path / "crontab.txt"

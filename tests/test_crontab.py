@@ -3,7 +3,6 @@ install that leaves foreign lines alone, and the CLI against a fake `crontab` on
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -13,7 +12,6 @@ from typer.testing import CliRunner
 
 from awty import crontab as cron
 from awty.cli import app
-from conftest import FAKE_CRONTAB
 from awty.errors import AwtyError
 from awty.slots import RESOLUTIONS
 
@@ -193,15 +191,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> Path:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "crontab").write_text(FAKE_CRONTAB)
-    (bindir / "crontab").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_CRONTAB", str(tmp_path / "crontab.txt"))
-    monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    return tmp_path / "crontab.txt"
+def store(fake_crontab) -> Path:
+    return fake_crontab
 
 
 def cli(home, *args):

@@ -125,3 +125,115 @@ def test_address_public_allowed(ip):
 
 def test_address_not_an_ip():
     assert address_refusal("example.com", OPEN) is not None
+
+
+# --- cloud metadata outside link-local (issue 10 item 5) -----------------------------------------
+METADATA_ADDRESSES = [
+    "fd00:ec2::254", "fd00:ec2::23", "fd00:ec2::123", "fd00:ec2::253",  # AWS IPv6
+    "fd20:ce::254",                                                     # Google Cloud IPv6
+    "168.63.129.16",                                                    # Azure WireServer
+    "100.100.100.200", "fd00:100::100:200",                             # Alibaba Cloud
+    "192.0.0.192", "fd00:c1::a9fe:a9fe",                                # Oracle Cloud
+    "fd00:42::42",                                                      # Scaleway
+    "fd00:a9fe:a9fe::1",                                                # Akamai / Linode
+]
+LINK_LOCAL_METADATA = [
+    "169.254.169.254", "169.254.170.2", "169.254.170.23", "169.254.0.23", "169.254.42.42",
+    "fe80::a9fe:a9fe",
+]
+
+
+def _bracket(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
+
+
+@pytest.mark.parametrize("ip", METADATA_ADDRESSES)
+@pytest.mark.parametrize("settings", [OPEN, PRIVATE], ids=["open", "deny_private"])
+def test_metadata_addresses_refused_at_add_and_at_connect(ip, settings):
+    with pytest.raises(InvalidInput, match="cloud metadata address .*: always refused"):
+        check_url(f"http://{_bracket(ip)}/latest/meta-data/", settings)
+    assert "cloud metadata" in address_refusal(ip, settings)
+
+
+@pytest.mark.parametrize("ip", LINK_LOCAL_METADATA)
+def test_link_local_metadata_addresses_refused(ip):
+    with pytest.raises(InvalidInput, match="link-local"):
+        check_url(f"http://{_bracket(ip)}/", OPEN)
+    assert "link-local" in address_refusal(ip, OPEN)
+
+
+@pytest.mark.parametrize("spelling", [
+    "[::ffff:100.100.100.200]", "[::ffff:6464:64c8]", "[64:ff9b::6464:64c8]",
+    "[::100.100.100.200]", "1684301000", "0x64.0x64.0x64.0xc8", "100.100.25800",
+    "[::ffff:192.0.0.192]", "[::ffff:168.63.129.16]", "[FD00:EC2:0::254]",
+])
+def test_metadata_addresses_in_other_spellings(spelling):
+    with pytest.raises(InvalidInput, match="cloud metadata"):
+        check_url(f"http://{spelling}/", OPEN)
+
+
+@pytest.mark.parametrize("ip", ["fd00:ec3::254", "fd20:ce::253", "100.100.100.201",
+                                "192.0.0.193", "168.63.129.17", "fd00:42::43"])
+def test_neighbours_of_metadata_addresses_are_not_metadata(ip):
+    assert check_url(f"http://{_bracket(ip)}/", OPEN)
+    assert address_refusal(ip, OPEN) is None
+
+
+@pytest.mark.parametrize("name", ["metadata.google.internal", "metadata.goog",
+                                  "instance-data.ec2.internal", "metadata.tencentyun.com",
+                                  "Metadata.Goog."])
+def test_metadata_names_refused(name):
+    with pytest.raises(InvalidInput, match="cloud metadata service: always refused"):
+        check_url(f"http://{name}/", OPEN)
+
+
+def test_kubernetes_api_names_refused_only_with_deny_private_networks():
+    for name in ("kubernetes.default", "kubernetes.default.svc",
+                 "kubernetes.default.svc.cluster.local"):
+        assert check_url(f"https://{name}/api", OPEN)
+        with pytest.raises(InvalidInput, match="deny_private_networks"):
+            check_url(f"https://{name}/api", PRIVATE)
+
+
+# --- host names and URL size -------------------------------------------------------------------
+LABEL63 = "a" * 63
+NAME253 = ".".join([LABEL63] * 3 + ["b" * 61])  # 63*3 + 61 + 3 dots = 253
+
+
+@pytest.mark.parametrize("host", [
+    LABEL63 + ".example.com", NAME253, NAME253 + ".", "my_service", "xn--bcher-kva.de",
+    "bücher.de", "例え.テスト", "a-b.c-d.example", "1st.example.com", "EXAMPLE.com",
+])
+def test_valid_host_names(host):
+    assert check_url(f"https://{host}/hook", OPEN)
+
+
+@pytest.mark.parametrize("host, why", [
+    ("a" * 5000 + ".com", "5004 characters long (at most 253)"),
+    (NAME253 + "c", "254 characters long (at most 253)"),
+    ("a" * 64 + ".example.com", "a label of 64 characters (at most 63)"),
+    ("a..example.com", "an empty label"),
+    ("example.com..", "an empty label"),
+    ("-lead.example.com", "invalid label '-lead'"),
+    ("trail-.example.com", "invalid label 'trail-'"),
+    ("exa%41mple.com", "invalid label"),
+    ("exa!mple.com", "invalid label"),
+    ("exa$mple.com", "invalid label"),
+    ("1.2.3.999", "its last label is a number"),
+    ("host.123", "its last label is a number"),
+    ("ü" * 70 + ".de", "not a valid international domain name"),
+])
+def test_invalid_host_names(host, why):
+    with pytest.raises(InvalidInput) as e:
+        check_url(f"https://{host}/hook", OPEN)
+    assert why in str(e.value)
+    assert len(str(e.value)) < 400  # the message quotes a shortened URL
+
+
+def test_url_of_8_kib_is_the_limit():
+    base = "https://example.com/"
+    assert check_url(base + "a" * (8192 - len(base)), OPEN)
+    with pytest.raises(InvalidInput, match="8193 bytes, over the limit of 8192"):
+        check_url(base + "a" * (8193 - len(base)), OPEN)
+    with pytest.raises(InvalidInput, match="over the limit of 8192"):  # bytes, not characters
+        check_url(base + "é" * 4100, OPEN)

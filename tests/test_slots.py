@@ -98,23 +98,7 @@ def test_parse_when_forms():
     assert parse_when("Nov 23 2026 9am", now, berlin) == utc(2026, 11, 23, 8)
 
 
-# DST in the local zone: slots live in UTC, so a local time maps to one instant and one slot.
-@pytest.mark.parametrize("zone, local, expected_utc", [
-    # Europe/Berlin spring forward 2026-03-29 02:00 -> 03:00: 02:30 does not exist, moves on.
-    ("Europe/Berlin", "2026-03-29 02:30", utc(2026, 3, 29, 1, 30)),
-    ("Europe/Berlin", "2026-03-29 01:59", utc(2026, 3, 29, 0, 59)),
-    ("Europe/Berlin", "2026-03-29 03:00", utc(2026, 3, 29, 1, 0)),
-    # Fall back 2026-10-25 03:00 -> 02:00: 02:30 happens twice; the first is taken.
-    ("Europe/Berlin", "2026-10-25 02:30", utc(2026, 10, 25, 0, 30)),
-    # America/New_York: 2026-03-08 02:30 does not exist; 2026-11-01 01:30 repeats.
-    ("America/New_York", "2026-03-08 02:30", utc(2026, 3, 8, 7, 30)),
-    ("America/New_York", "2026-11-01 01:30", utc(2026, 11, 1, 5, 30)),
-])
-def test_local_times_across_dst(zone, local, expected_utc):
-    now = utc(2026, 1, 1)
-    got = parse_when(local, now, ZoneInfo(zone))
-    assert got == expected_utc
-    assert slot_for(got, 15) >= got
+# DST cases of parse_when (Berlin, New York, Lord Howe, Cairo) are in test_times.py.
 
 
 def test_slots_across_dst_are_evenly_spaced_in_utc():

@@ -1,0 +1,247 @@
+"""Every example awty shows is run: the README's ``sh`` blocks and Python block, and each
+command's ``--help`` examples (read from the Typer app, so the test follows the CLI wherever it
+lives). One throwaway home, examples in the order a reader meets them, time pinned with
+AWTY_NOW; a real 127.0.0.1 receiver where an example's point is a callback (the signing block).
+
+Rewritten before running, and only these: the ``01JD…`` id placeholders become real ids (a
+pending job, or a failed one for ``retry``), ``/srv/awty`` and ``/home/me`` become paths under
+the test's directory, and ``| jq …`` is replaced by checking that the output is JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import typer
+from freezegun import freeze_time
+from typer.testing import CliRunner
+
+from awty.api import Awty
+from awty.cli import app
+from awty.clock import FixedClock
+from conftest import db_rows
+from receiver import Receiver
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+NOW = datetime(2026, 11, 22, 14, 20, tzinfo=UTC)  # a Sunday; slot 202611221415 has passed
+NOW_ISO = "2026-11-22T14:20:00Z"
+PLACEHOLDER = re.compile(r"01JD3?…")
+runner = CliRunner()
+
+
+# --- finding the examples ------------------------------------------------------------------------
+def readme_blocks(lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```", README, flags=re.S | re.M)
+
+
+def readme_commands() -> list[str]:
+    """``awty …`` lines of the README's sh blocks that are plain commands (continuations joined,
+    ``a | b`` alternatives split); lines with shell plumbing are run as a script instead."""
+    out = []
+    for block in readme_blocks("sh"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line.startswith("awty ") and not _plumbing(line):
+                out.extend(_alternatives(line))
+    return out
+
+
+def readme_scripts() -> list[str]:
+    return [b for b in readme_blocks("sh")
+            if any(ln.startswith("awty ") and _plumbing(ln) for ln in b.splitlines())]
+
+
+def _plumbing(line: str) -> bool:
+    return bool(re.search(r"(&&|>>?|;)", line.split("#", 1)[0].replace("->", "")))
+
+
+def _alternatives(text: str) -> list[str]:
+    parts = [p.strip() for p in text.split("|")]
+    if all(p.startswith("awty ") for p in parts):
+        return parts
+    return [text.strip()]  # a real pipe (e.g. into jq)
+
+
+def help_commands() -> list[str]:
+    """Examples in every command's help text: indented ``awty …`` lines and the text after
+    ``Example:`` / ``Examples:``."""
+    group = typer.main.get_command(app)
+    texts = [group.help or ""]
+
+    def walk(cmd) -> None:
+        for sub in getattr(cmd, "commands", {}).values():
+            texts.append(sub.help or "")
+            walk(sub)
+
+    walk(group)
+    command = re.compile(rf"awty ({'|'.join(map(re.escape, group.commands))})\b")
+    out = []
+    for text in texts:
+        for line in text.splitlines():
+            line = line.strip()
+            m = re.search(r"Examples?:\s*(awty .*)", line)
+            if m:
+                out.extend(_alternatives(m.group(1)))
+            elif command.match(line):  # not prose such as "awty — Are We There Yet?"
+                out.extend(_alternatives(line))
+    return out
+
+
+def test_examples_are_found():
+    # Guards the extraction itself: these are known to be there.
+    readme, helps = readme_commands(), help_commands()
+    assert "awty add 'scripts/check-backup.sh' --exec --at 'tomorrow 06:00'" in readme
+    assert "awty history --since yesterday                               # 2h, 1d, monday, 9, " \
+           "2026-11-01 ..." in readme
+    assert "awty cancel --entity order --key 42" in readme
+    assert "awty add 'notify-send done' --exec --at 'tomorrow 09:00'" in helps
+    assert "awty reschedule 01JD3… --in 1d" in helps
+    assert "awty doctor --json | jq '.findings[] | select(.ok | not)'" in helps
+    assert len(readme) >= 25 and len(helps) >= 20
+    assert len(readme_scripts()) == 1  # signing
+
+
+# --- running them --------------------------------------------------------------------------------
+@pytest.fixture
+def world(tmp_path, monkeypatch, fake_crontab):
+    """A home, a fake crontab(1), a cwd holding jobs.jsonl, a receiver, one failed job."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TZ", "UTC")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "jobs.jsonl").write_text(
+        '{"target": "https://api.example.com/hooks/a", "in": "2h"}\n'
+        '{"target": "echo hi", "kind": "exec", "at": "tomorrow 06:00"}\n')
+    monkeypatch.chdir(work)
+    with Receiver() as rx:
+        rx.script("/fails", status=404)
+        clock = FixedClock(datetime(2026, 11, 22, 13, 0, tzinfo=UTC))
+        with Awty(home, clock=clock, env={}) as a:
+            failed = a.add(rx.url("/fails"), in_="1m").job
+            clock.set(failed.next_check_at)
+            assert a.run_slot(failed.next_check_at).outcomes == {"failed": 1}
+        yield {"home": home, "tmp": tmp_path, "rx": rx, "failed": failed.id}
+
+
+def pending_id(home: Path) -> str:
+    with Awty(home, clock=FixedClock(NOW), env={}) as a:
+        return a.add("https://api.example.com/hooks/placeholder", in_="3h").job.id
+
+
+def run_example(example: str, world) -> None:
+    home, tmp = world["home"], world["tmp"]
+    text = example.replace("/srv/awty", str(tmp / "srv-awty"))
+    if PLACEHOLDER.search(text):
+        job = world["failed"] if text.startswith("awty retry") else pending_id(home)
+        text = PLACEHOLDER.sub(job, text)
+    piped_to = None
+    if "|" in text:
+        text, piped_to = (p.strip() for p in text.split("|", 1))
+    args = shlex.split(text, comments=True)[1:]
+    res = runner.invoke(app, args, env={"AWTY_HOME": str(home), "AWTY_NOW": NOW_ISO})
+    where = f"{example!r}: exit {res.exit_code}\nstdout: {res.stdout}\nstderr: {res.stderr}"
+    assert res.exit_code == 0, where
+    assert "Traceback" not in res.stdout + res.stderr, where
+    if piped_to is not None:
+        assert piped_to.startswith("jq "), where
+        json.loads(res.stdout)  # what jq needs
+
+
+def test_every_readme_command_runs(world):
+    examples = readme_commands()
+    for example in examples:
+        run_example(example, world)
+    home = world["home"]
+    pending = {j["target"] for j in db_rows(home, "future_job")}
+    assert {"scripts/check-backup.sh", "https://api.example.com/hooks/report"} <= pending
+    assert world["failed"] in {j["id"] for j in db_rows(home, "future_job")}  # retried
+    # `cancel --entity order --key 42` ended the jobs added for order 42, the --call one too.
+    cancelled = {h["id"] for h in db_rows(home, "job_history") if h["outcome"] == "cancelled"}
+    assert len(cancelled) >= 2
+
+
+def test_every_help_example_runs(world):
+    for example in help_commands():
+        run_example(example, world)
+    crontab = Path(os.environ["FAKE_CRONTAB"]).read_text()  # the fake_crontab fixture's
+    assert "/opt/awty/bin/awty run-slot" in crontab  # the --awty-bin example was installed
+
+
+def test_readme_times_land_where_the_readme_says(world):
+    """The Times block's comments are promises: check the instants, not only exit 0."""
+    home = world["home"]
+    got = {}
+    for example in readme_commands():
+        if "/hooks/report" not in example:
+            continue
+        args = shlex.split(example, comments=True)[1:]
+        res = runner.invoke(app, [*args, "--json", "--dry-run"],
+                            env={"AWTY_HOME": str(home), "AWTY_NOW": "2026-11-22T08:00:00Z"})
+        assert res.exit_code == 0, (example, res.stderr)
+        got[" ".join(args[2:])] = json.loads(res.stdout)["first_check_at"]
+    assert got == {
+        "--at 9": "2026-11-22T09:00:00Z",
+        "--at 07:00": "2026-11-23T07:00:00Z",
+        "--at 9pm": "2026-11-22T21:00:00Z",
+        "--at noon": "2026-11-22T12:00:00Z",
+        "--at tomorrow 06:00": "2026-11-23T06:00:00Z",
+        "--at next monday 9am": "2026-11-23T09:00:00Z",
+        "--at now + 2 hours": "2026-11-22T10:00:00Z",
+        "--at 2026-12-01 09:00": "2026-12-01T09:00:00Z",
+        "--at 2026-12-01T09:00:00+01:00": "2026-12-01T08:00:00Z",
+        "--at Dec 1 9am": "2026-12-01T09:00:00Z",
+        "--in 90m": "2026-11-22T09:30:00Z",
+        "--in 1 hour 30 minutes": "2026-11-22T09:30:00Z",
+        "--in PT2H": "2026-11-22T10:00:00Z",
+    }
+
+
+def test_readme_signing_block_signs_real_callbacks(world, tmp_path):
+    """The block run by a shell as written (with /home/me as $HOME), then a callback fired
+    with that home: the receiver verifies its signature with the secret the block saved."""
+    from standardwebhooks import Webhook
+
+    (script,) = readme_scripts()
+    user = tmp_path / "user"
+    (user / ".config").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWTY_", "XDG_"))}
+    env.update(HOME=str(user), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
+    subprocess.run(["awty", "init"], env=env, check=True, capture_output=True)
+    res = subprocess.run(["bash", "-euc", script.replace("/home/me", str(user))], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    secret = (user / ".config" / "awty-secret").read_text().strip()
+    assert secret.startswith("whsec_")
+    rx = world["rx"]
+    rx.script("/signed", status=204)
+    env["AWTY_NOW"] = NOW_ISO
+    added = subprocess.run(["awty", "add", rx.url("/signed"), "--in", "1m", "--json"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stderr
+    env["AWTY_NOW"] = json.loads(added.stdout)["next_check_at"]
+    fired = subprocess.run(["awty", "run-slot"], env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert fired.returncode == 0, fired.stderr
+    (req,) = rx.requests("/signed")
+    sent = datetime.fromtimestamp(int(req.headers["webhook-timestamp"]), UTC)
+    with freeze_time(sent):  # signed "now" = AWTY_NOW; verifiers refuse old timestamps
+        Webhook(secret).verify(req.body, req.headers)
+
+
+def test_readme_python_block_runs(tmp_path):
+    (code,) = readme_blocks("python")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWTY_")}
+    env.update(AWTY_HOME=str(tmp_path / "pyhome"), AWTY_NOW=NOW_ISO)
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    rows = db_rows(tmp_path / "pyhome", "job_history")
+    assert [(r["entity_name"], r["outcome"]) for r in rows] == [("order", "cancelled")]
