@@ -15,7 +15,8 @@ from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .model import HistoryRow, Job, SlotSummary
 from .slotdir import SlotTree
-from .slots import current_slot, next_slot_after, parse_since, slot_for
+from .slots import current_slot, next_slot_after, slot_for
+from .when import parse_since
 from .store.sqlite import SQLiteStore
 
 
@@ -229,7 +230,7 @@ class Awty:
 
     def parse_time(self, text: str) -> datetime:
         """A start for read commands: a duration ago (1d) or a time, read backwards
-        (yesterday, monday, 9): ``slots.parse_since``."""
+        (yesterday, monday, 9): ``when.parse_since``."""
         try:
             return parse_since(text, self.clock.now(), self.tz)
         except (ValueError, OverflowError) as e:

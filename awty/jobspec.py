@@ -13,7 +13,8 @@ from typing import Any
 from .config import Settings
 from .errors import InvalidInput
 from .model import Job, Kind, Status, new_id
-from .slots import ceil_second, parse_duration, parse_when, slot_for
+from .slots import ceil_second, parse_duration, slot_for
+from .when import parse_when
 
 SPEC_KEYS = frozenset({
     "target", "at", "in", "kind", "payload", "payload_json", "entity", "key",

@@ -177,9 +177,6 @@ def format_duration(seconds: float) -> str:
     return "".join(out)
 
 
-# What people type for a time lives in when.py; these names are the way in for the rest of awty.
-from .when import parse_since, parse_when, to_utc  # noqa: E402,F401
-
 
 def parse_epoch_or_iso(value: object) -> datetime:
     """A machine-given instant (receivers' ``recheck_at``): epoch seconds or ISO-8601; an ISO

@@ -27,7 +27,7 @@ from awty.api import Awty
 from awty.cli import app
 from awty.clock import FixedClock
 from conftest import db_rows
-from receiver import Receiver
+from awty.testing.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

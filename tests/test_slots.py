@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 
 from awty.slots import (
     RESOLUTIONS, backoff_delay, check_resolution, current_slot, format_duration, from_iso, iso,
-    parse_duration, parse_slot_id, parse_when, slot_for, slot_id,
+    parse_duration, parse_slot_id, slot_for, slot_id,
 )
+from awty.when import parse_when
 
 
 def utc(*a):

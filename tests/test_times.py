@@ -23,7 +23,8 @@ from awty.api import Awty
 from awty.cli import app
 from awty.clock import FixedClock
 from awty.localzone import zone_for
-from awty.slots import parse_duration, parse_since, parse_when, slot_for, to_utc
+from awty.slots import parse_duration, slot_for
+from awty.when import parse_since, parse_when, to_utc
 from conftest import db_rows, tree_files
 
 BERLIN = ZoneInfo("Europe/Berlin")
