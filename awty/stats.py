@@ -28,7 +28,7 @@ def compute(a: Awty, *, window: timedelta = timedelta(days=1),
         "now": iso(now),
         "window": {"since": iso(since), "seconds": window.total_seconds()},
         "pending": {
-            "total": st.pending,
+            "total": st.pending + st.in_flight,
             "in_flight": st.in_flight,
             "stale_leases": st.stale_leases,
             "by_kind": st.by_kind,

@@ -20,45 +20,18 @@ from pathlib import Path
 from ..errors import Conflict, JobNotFound, StoreError
 from ..ids import runner_label, shard_of
 from ..model import (
-    Added,
-    CancelResult,
-    Decision,
-    End,
-    Execution,
-    HistoryRow,
-    Job,
-    LeaseGroup,
-    Outcome,
-    Reslot,
-    Status,
-    StoreHealth,
-    StoreStats,
+    Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Outcome, Reslot,
+    Status, StoreHealth, StoreStats,
 )
 from ..slots import from_iso, iso
 from . import migrations, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
-from .jobdict import job_from_json, job_to_json, payload_only_json
 from .sqlite_rows import (
-    FINGERPRINT,
-    INSERT_EXECUTION,
-    INSERT_HISTORY,
-    INSERT_JOB,
-    RETURNING_JOB,
-    SELECT_EXECUTION,
-    SELECT_JOB,
-    execution_to_row,
-    job_filters,
-    job_to_row,
-    opt_iso,
-    row_to_execution,
-    row_to_history,
-    row_to_job,
-    translate,
-    where,
+    INSERT_EXECUTION, RETURNING_JOB, SELECT_EXECUTION, SELECT_JOB, execution_to_row, job_filters,
+    row_to_execution, row_to_history, row_to_job, translate, where,
 )
+from .sqlite_write import ERROR_CHARS, add_jobs, end_rows, retry_job
 
-_ERROR_CHARS = 2000
-_REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
 # A claim's candidates: pending, or in flight under another owner's expired lease (the owners
 # still alive are excluded by the caller: see ``_live_expired_owners``).
 _CLAIMABLE = ("(status = 'pending' OR ((lease_until IS NULL OR lease_until <= ?) "
@@ -162,55 +135,13 @@ class SQLiteStore:
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
-        out: list[Added] = []
-        keyed = [(j, f) for j, f in zip(jobs, fingerprints, strict=True) if j.idempotency_key]
         try:
             with self._write() as c:
-                existing: dict[str, Job] = {}
-                seen: dict[str, str | None] = {}
-                for j, f in keyed:
-                    key = j.idempotency_key
-                    if key in seen:
-                        if seen[key] != f:
-                            raise Conflict(f"idempotency key {key!r} is used twice in this batch "
-                                           "for different jobs")
-                        continue
-                    seen[key] = f
-                    found = self._by_idempotency_key(c, key)
-                    if found is not None:
-                        job, fp = found
-                        if fp != f:
-                            raise Conflict(f"idempotency key {key!r} already names job {job.id}, "
-                                           "which is a different job")
-                        existing[key] = job
-                rows, firsts = [], {}
-                for j, f in zip(jobs, fingerprints, strict=True):
-                    key = j.idempotency_key
-                    if key and key in existing:
-                        out.append(Added(existing[key], False))
-                    elif key and key in firsts:
-                        out.append(Added(firsts[key], False))
-                    else:
-                        rows.append(job_to_row(j, f))
-                        out.append(Added(j, True))
-                        if key:
-                            firsts[key] = j
-                c.executemany(INSERT_JOB, rows)
+                return add_jobs(c, jobs, fingerprints)
         except sqlite3.IntegrityError as e:
             raise Conflict(f"job already exists ({e})") from None
         except sqlite3.OperationalError as e:
             raise translate(e, "cannot add") from None
-        return out
-
-    def _by_idempotency_key(self, c, key: str) -> tuple[Job, str | None] | None:
-        r = c.execute(SELECT_JOB + " WHERE idempotency_key = ?", (key,)).fetchone()
-        if r is not None:
-            return row_to_job(r), r[FINGERPRINT]
-        h = c.execute("SELECT job, fingerprint FROM job_history WHERE idempotency_key = ? "
-                      "ORDER BY seq DESC LIMIT 1", (key,)).fetchone()
-        if h is not None:
-            return job_from_json(h[0]), h[1]
-        return None
 
     # -- reading --------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | None:
@@ -321,7 +252,7 @@ class SQLiteStore:
         running = [j for j in jobs if self._running(j, now)]
         busy = {j.id for j in running}
         cancelled = [j for j in jobs if j.id not in busy]
-        self._end_rows(c, [End(j, Outcome.CANCELLED, reason, None) for j in cancelled], now)
+        end_rows(c, [End(j, Outcome.CANCELLED, reason, None) for j in cancelled], now)
         return CancelResult(cancelled=cancelled, running=running, missing=[])
 
     def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
@@ -332,32 +263,15 @@ class SQLiteStore:
             job = row_to_job(r)
             if self._running(job, now):
                 raise Conflict(f"job {job_id} is being delivered now "
-                               f"({runner_label(job.lease_owner)}); its outcome will be in history")
+                               f"({runner_label(job.lease_owner)}, owner {job.lease_owner}); "
+                               "its outcome will be in history")
             c.execute(f"UPDATE future_job SET next_check_at = ?, {_TO_PENDING} WHERE id = ?",
                       (iso(next_check_at), iso(now), job_id))
         return self.get(job_id)  # type: ignore[return-value]
 
     def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
         with self._write() as c:
-            if c.execute("SELECT 1 FROM future_job WHERE id = ?", (job_id,)).fetchone():
-                raise Conflict(f"job {job_id} is still pending; nothing to retry")
-            h = c.execute("SELECT job, fingerprint, outcome FROM job_history WHERE id = ? "
-                          "ORDER BY seq DESC LIMIT 1", (job_id,)).fetchone()
-            if h is None:
-                raise JobNotFound(job_id)
-            if h[2] not in _REARMABLE and '"target"' not in h[0]:
-                raise Conflict(f"job {job_id} ended {h[2]}; only failed, expired or cancelled "
-                               "jobs can be re-armed")
-            old = job_from_json(h[0])
-            key = old.idempotency_key
-            if key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
-                                 (key,)).fetchone():
-                key = None  # another live job took the key since; keep the retry keyless
-            job = replace(old, next_check_at=next_check_at, check_count=0, attempt=0,
-                          status=Status.PENDING, idempotency_key=key, updated_at=now,
-                          lease_owner=None, lease_until=None, last_error=None, started_at=None)
-            c.execute(INSERT_JOB, job_to_row(job, h[1]))
-        return job
+            return retry_job(c, job_id, next_check_at, now)
 
     def prune(self, before: datetime, *, dry_run: bool = False) -> int:
         if dry_run:
@@ -431,48 +345,18 @@ class SQLiteStore:
                 (_ids_json({d.job.id for d in decisions} | {e.job_id for e in executions}),
                  owner))}
             applied = [d for d in decisions if d.job.id in owned]
-            self._end_rows(c, [d for d in applied if isinstance(d, End)], now)
+            end_rows(c, [d for d in applied if isinstance(d, End)], now)
             stamp = iso(now)
             c.executemany(
                 "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
                 f"{_TO_PENDING}, last_error = ?, last_status = ? WHERE id = ?",
                 [(iso(m.next_check_at), m.check_count, m.attempt, stamp,
-                  (m.error or (m.result.error if m.result else None) or "")[:_ERROR_CHARS] or None,
+                  (m.error or (m.result.error if m.result else None) or "")[:ERROR_CHARS] or None,
                   m.result.status if m.result else None, m.job.id)
                  for m in applied if isinstance(m, Reslot)])
             c.executemany(INSERT_EXECUTION,
                           [execution_to_row(e) for e in executions if e.job_id in owned])
         return applied
-
-    def _end_rows(self, c, ends: Sequence[End], now: datetime) -> None:
-        if not ends:
-            return
-        stamp = iso(now)
-        rows = []
-        for e in ends:
-            j, r = e.job, e.result
-            rows.append((
-                j.id, j.kind.value, j.target, j.entity_name, j.entity_key, e.outcome.value,
-                e.reason, j.check_count + (1 if r is not None else 0),
-                j.attempt + (1 if r is not None else 0),
-                iso(j.first_check_at), stamp, opt_iso(j.created_at),
-                round(r.duration * 1000, 3) if r else None,
-                round(e.lateness * 1000, 3) if e.lateness is not None else None,
-                r.status if r else None,
-                r.error[:_ERROR_CHARS] if r and r.error else None,
-                r.output[:_ERROR_CHARS] if r and r.output else None,
-                j.idempotency_key, None,
-                job_to_json(j) if e.outcome in _REARMABLE or j.idempotency_key
-                else payload_only_json(j),
-            ))
-        c.executemany(INSERT_HISTORY, rows)
-        # Fingerprints follow the job into history, for idempotency after it ended.
-        c.executemany(
-            "UPDATE job_history SET fingerprint = (SELECT fingerprint FROM future_job "
-            "WHERE future_job.id = job_history.id) WHERE seq = (SELECT max(seq) FROM "
-            "job_history WHERE id = ?) AND idempotency_key IS NOT NULL",
-            [(e.job.id,) for e in ends if e.job.idempotency_key])
-        c.executemany("DELETE FROM future_job WHERE id = ?", [(e.job.id,) for e in ends])
 
     def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
         if not ids:

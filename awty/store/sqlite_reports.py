@@ -37,7 +37,7 @@ def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datet
                  (cur, next_slots)).fetchall()
     past_jobs, past_slots = q("SELECT count(*), count(DISTINCT next_check_at) FROM future_job "
                               "WHERE next_check_at < ?", (cur,)).fetchone()
-    pending = q("SELECT count(*) FROM future_job").fetchone()[0]
+    pending = q("SELECT count(*) FROM future_job WHERE status = 'pending'").fetchone()[0]
     stale = sum(g.expired for g in leases(conn, now, alive) if g.alive is not True)
     total, retries, failures = q(
         "SELECT count(*), coalesce(sum(attempt > 1), 0), "
