@@ -14,11 +14,11 @@ from . import config as config_mod
 from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
-from .model import CancelResult, Execution, HistoryRow, Job, SlotSummary
+from .model import CancelResult, Execution, HistoryRow, Job, MisfirePolicy, SlotSummary
 from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for
-from .when import parse_since
 from .store.base import Store
+from .when import parse_since
 
 
 @dataclass(frozen=True)
@@ -317,7 +317,8 @@ class Awty:
         if misfire not in (None, "fire", "skip"):
             raise InvalidInput("--misfire must be fire or skip")
         return self.runner().catchup(until=until, on_slot=on_slot, opts=RunOptions(
-            dry_run=dry_run, misfire=misfire, misfire_grace=misfire_grace))
+            dry_run=dry_run, misfire=MisfirePolicy(misfire) if misfire else None,
+            misfire_grace=misfire_grace))
 
     def logger(self):
         if self._log is None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from ..api import Awty
+from ..clock import file_time_now
 from ..slots import current_slot, slot_id
 from .base import RETIRED_AGE, TEMP_FILE_AGE, Ctx, Finding, Tally
 
@@ -129,7 +129,7 @@ def _move_stray(a: Awty, entry, right: datetime) -> None:
 def _age(path: Path) -> float:
     try:
         # File times are the file system's real time, so compare with real time, not the clock.
-        return time.time() - path.stat().st_mtime
+        return file_time_now() - path.stat().st_mtime
     except FileNotFoundError:
         return 0.0
 
