@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from ..api import Awty
 from ..errors import AwtyError
+from ..model import StoreHealth
 from ..slots import current_slot, is_boundary, slot_for, slot_id
 from ..store import migrations
 from .base import SAMPLES, Ctx, Finding, Tally
@@ -17,10 +18,11 @@ def check_schema_and_integrity(ctx: Ctx) -> bool:
     """Read both through the read-only store, before anything would migrate. True when the
     store may be used for the remaining checks."""
     try:
-        version, problems = _inspect(ctx)
+        health = _inspect(ctx)
     except AwtyError as e:
         ctx.add(Finding("schema", False, f"cannot read {ctx.a.db_path}: {e}"))
         return False
+    version, sound = health.schema_version, not health.problems
     want = migrations.SCHEMA_VERSION
     if version > want:
         ctx.add(Finding("schema", False, f"version {version} is newer than this awty "
@@ -30,11 +32,11 @@ def check_schema_and_integrity(ctx: Ctx) -> bool:
         ctx.add(Finding("schema", False, f"version {version}, this awty needs {want}: the next "
                         "awty command migrates it (or `awty doctor --repair`); other database "
                         "checks skipped"))
-        _check_integrity(ctx, problems)
+        _check_integrity(ctx, health)
         return False
     if version == want:
         ctx.add(Finding("schema", True, f"version {version}"))
-    elif problems != ["ok"]:
+    elif not sound:
         ctx.add(Finding("schema", False, f"version {version}, not migrated to {want}: the "
                         "database is damaged", False))
     else:
@@ -44,28 +46,26 @@ def check_schema_and_integrity(ctx: Ctx) -> bool:
             ctx.add(Finding("schema", False, f"version {version}: migration failed: {e}", False))
             return False
         ctx.add(Finding("schema", False, f"version {version}; migrated to {want}", True))
-    return _check_integrity(ctx, problems) or version == want
+    return _check_integrity(ctx, health) or version == want
 
 
-def _check_integrity(ctx: Ctx, problems: list[str]) -> bool:
-    if problems == ["ok"]:
-        ctx.add(Finding("integrity", True, "PRAGMA integrity_check: ok"))
+def _check_integrity(ctx: Ctx, health: StoreHealth) -> bool:
+    if not health.problems:
+        ctx.add(Finding("integrity", True, health.detail))
         return True
-    ctx.add(Finding("integrity", False, "PRAGMA integrity_check: " + "; ".join(problems[:5])
-                    + " — restore a backup or rebuild with `sqlite3 awty.db .recover`; "
-                    "doctor repairs nothing else in a damaged database"))
+    ctx.add(Finding("integrity", False, f"{health.detail}; doctor repairs nothing else in a "
+                    "damaged store"))
     ctx.repair = False
     return False
 
 
-def _inspect(ctx: Ctx) -> tuple[int, list[str]]:
-    """Schema version and integrity problems (``["ok"]`` when none), read-only."""
+def _inspect(ctx: Ctx) -> StoreHealth:
+    """The store's own health (schema version, integrity), read-only."""
     view = ctx.a.read_only()
     try:
-        health = view.store.check()
+        return view.store.check()
     finally:
         view.close()
-    return health.schema_version, list(health.problems) or ["ok"]
 
 
 # --- leases --------------------------------------------------------------------------------
