@@ -28,6 +28,10 @@ class _OneLineGroup(TyperGroup):
         try:
             code = super().main(*args, **kwargs)
         except Exception as e:
+            if type(e).__name__ == "NoArgsIsHelpError":
+                # bare `awty` or `awty secret`: the help, as git shows it, and success
+                r.out(e.ctx.get_help())
+                sys.exit(0)
             if hasattr(e, "format_message") and hasattr(e, "exit_code"):
                 ctx = getattr(e, "ctx", None)
                 where = f"awty {ctx.info_name}: " if ctx is not None and ctx.parent else "awty: "

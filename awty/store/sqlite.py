@@ -95,8 +95,16 @@ def _row_to_history(r: sqlite3.Row) -> HistoryRow:
         checks=r["checks"], attempts=r["attempts"], first_check_at=from_iso(r["first_check_at"]),
         ended_at=from_iso(r["ended_at"]), created_at=_opt_time(r["created_at"]),
         duration_ms=r["duration_ms"], last_status=r["last_status"], error=r["error"],
-        output=r["output"], payload_json=job.get("payload"),
+        output=r["output"], payload_json=_history_payload(job),
     )
+
+
+def _history_payload(job: dict) -> str | None:
+    """The payload as JSON text. A full job (``job_to_dict``) holds the text; the compact form
+    a plain done job keeps embeds the payload itself, parsed with the rest."""
+    if "payload" not in job:
+        return None
+    return job["payload"] if "id" in job else json.dumps(job["payload"], ensure_ascii=False)
 
 
 def open_db_file(path: Path) -> None:
