@@ -32,6 +32,7 @@ class Settings:
     allowed_callbacks: tuple[str, ...] = ()
     deny_private_networks: bool = False
     signing_secret_file: str | None = None
+    notify_command: str | None = None  # shell command run when a cron run has failures
     misfire: str = "fire"  # "fire" or "skip"
     misfire_grace: float | None = None  # seconds; with misfire = "skip"
     breaker_threshold: int = 5  # consecutive connect failures/timeouts that open a host's breaker
@@ -107,6 +108,12 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if not isinstance(value, str):
                 raise ValueError("must be a file path")
             return value
+        if key == "notify_command":
+            if value in (None, ""):
+                return None
+            if not isinstance(value, str):
+                raise ValueError("must be a shell command (a string)")
+            return value
     except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""
         raise InvalidInput(f"{where}: bad value {value!r}{detail}") from None
@@ -179,6 +186,7 @@ TEMPLATE = """\
 # allowed_callbacks = ["https://hooks.example.com/"]   # empty: any http(s) URL
 # deny_private_networks = false   # true refuses loopback and private ranges too
 # signing_secret_file = "/etc/awty/secret"              # or AWTY_SIGNING_SECRET
+# notify_command = 'mail -s "$1" me@example.com'        # run when a cron run has failures
 # misfire = "fire"           # or "skip": after downtime, jobs later than misfire_grace expire
 # misfire_grace = "1h"
 """

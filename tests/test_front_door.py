@@ -238,3 +238,45 @@ def test_python_jobs_end_with_a_real_reason(home, tmp_path):
         a.run_slot(job.next_check_at)
         [row] = a.history()
     assert (row.outcome.value, row.reason) == ("done", "returned")
+
+
+# --- packaging, systemd, cron --------------------------------------------------------------
+def test_systemd_prints_and_installs_units_for_this_home(tmp_path):
+    home = tmp_path / "my home"
+    printed = awty("systemd", "--home", str(home))
+    assert printed.returncode == 0, printed.stderr
+    assert f"ExecStart={AWTY} run-slot --home '{home}'" in printed.stdout
+    assert "OnCalendar=*:0/15 UTC" in printed.stdout and "OnCalendar=*:07 UTC" in printed.stdout
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    first = awty("systemd", "--install", "--home", str(home), env=env)
+    assert first.returncode == 0 and "wrote awty-run-slot.service" in first.stdout
+    unit_dir = tmp_path / "config" / "systemd" / "user"
+    assert sorted(p.name for p in unit_dir.iterdir()) == [
+        "awty-catchup.service", "awty-catchup.timer", "awty-run-slot.service",
+        "awty-run-slot.timer"]
+    again = awty("systemd", "--install", "--home", str(home), env=env)
+    assert "already installed" in again.stdout
+
+
+def test_crontab_install_writes_this_awty_and_keeps_stderr_for_cron(fake_crontab, home):
+    p = awty("crontab", "--install", "--home", str(home))
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in fake_crontab.read_text().splitlines() if " run-slot " in ln]
+    assert lines[0].split()[5] == str(AWTY)
+    assert "2>&1" not in fake_crontab.read_text()
+
+
+def test_wheel_ships_license_units_and_crontab_example(tmp_path):
+    import zipfile
+
+    root = Path(__file__).resolve().parent.parent
+    assert "MIT License" in (root / "LICENSE").read_text()
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(root),
+                        "-w", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    [wheel] = tmp_path.glob("awty-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"awty/data/awty-run-slot.service", "awty/data/awty-run-slot.timer",
+            "awty/data/awty-catchup.service", "awty/data/awty-catchup.timer",
+            "awty/data/crontab.example"} <= names
+    assert any(n.endswith("licenses/LICENSE") for n in names)
