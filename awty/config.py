@@ -51,6 +51,8 @@ _INT_KEYS = {"resolution", "concurrency", "per_host_concurrency", "max_checks", 
 # Sanity ceilings: past these a value is a typo, and would exhaust file descriptors or memory.
 _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size": 100_000,
             "quick_retries": 10, "max_checks": 1_000_000, "max_attempts": 1_000}
+# Optional text settings, and what they hold (for the error message).
+_TEXT_KEYS = {"signing_secret_file": "a file path", "notify_command": "a shell command (a string)"}
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -102,17 +104,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if s not in ("fire", "skip"):
                 raise ValueError("must be 'fire' or 'skip'")
             return s
-        if key == "signing_secret_file":
+        if key in _TEXT_KEYS:
             if value in (None, ""):
                 return None
             if not isinstance(value, str):
-                raise ValueError("must be a file path")
-            return value
-        if key == "notify_command":
-            if value in (None, ""):
-                return None
-            if not isinstance(value, str):
-                raise ValueError("must be a shell command (a string)")
+                raise ValueError(f"must be {_TEXT_KEYS[key]}")
             return value
     except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""

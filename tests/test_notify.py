@@ -93,3 +93,13 @@ def test_a_hanging_command_is_killed_at_the_deadline(tmp_path):
 def test_library_does_nothing_without_the_setting(awty):
     summary = {"slot": "202611221015", "outcomes": {"failed": 3}}
     assert after_run(awty, "run-slot", summary, NOW) is None
+
+
+def test_the_setting_is_text_from_the_file_or_the_environment(tmp_path):
+    from awty.config import load
+    from awty.errors import InvalidInput
+
+    assert load(tmp_path, {}).notify_command is None
+    assert load(tmp_path, {"AWTY_NOTIFY_COMMAND": 'page "$1"'}).notify_command == 'page "$1"'
+    with pytest.raises(InvalidInput, match="notify_command: bad value 5 .must be a shell"):
+        load(tmp_path, {}, file_data={"notify_command": 5})

@@ -7,11 +7,13 @@ import json
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import HistoryRow, Job
 from ..slots import iso, slot_id
-from .tables import Col, cell, col, lines
+
+if TYPE_CHECKING:
+    from .tables import Col
 
 _SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key")
 
@@ -103,6 +105,8 @@ def table(title: str | None, columns: list[Col | str], rows: Iterable[list[Any]]
     import os
     import shutil
 
+    from .tables import cell, col, lines
+
     cols = [col(c, i == len(columns) - 1) for i, c in enumerate(columns)]
     data = [[cell(v) for v in r] for r in rows]
     if not data:
@@ -118,6 +122,8 @@ def table(title: str | None, columns: list[Col | str], rows: Iterable[list[Any]]
 
 
 def jobs_table(jobs: Iterable[Job], utc: bool) -> None:
+    from .tables import Col
+
     table(None, ["id", "slot (fires)", Col("kind", drop=2), Col("target", drop=4, cut=16),
                  Col("entity/key", drop=3, cut=10), Col("checks", drop=1), "status"],
           ([j.id, when(j.next_check_at, utc, True), j.kind.value, j.target,
@@ -128,6 +134,8 @@ def jobs_table(jobs: Iterable[Job], utc: bool) -> None:
 def history_table(rows: Iterable[HistoryRow], utc: bool, failed: bool = False) -> None:
     """With ``failed``, the error (its first line) outlasts target and reason on a narrow
     terminal; otherwise it goes first."""
+    from .tables import Col
+
     table(None, ["ended", "id", "outcome", Col("reason", drop=4, cut=12),
                  Col("checks", drop=1), Col("attempts", drop=2), Col("target", drop=3, cut=16),
                  Col("error", drop=5 if failed else 0, cut=20)],
