@@ -33,6 +33,7 @@ class Settings:
     allowed_callbacks: tuple[str, ...] = ()
     deny_private_networks: bool = False
     signing_secret_file: str | None = None
+    notify_command: str | None = None  # shell command run when a cron run has failures
     misfire: MisfirePolicy = MisfirePolicy.FIRE
     misfire_grace: float | None = None  # seconds; with misfire = "skip"
     breaker_threshold: int = 5  # consecutive connect failures/timeouts that open a host's breaker
@@ -51,6 +52,8 @@ _INT_KEYS = {"resolution", "concurrency", "per_host_concurrency", "max_checks", 
 # Sanity ceilings: past these a value is a typo, and would exhaust file descriptors or memory.
 _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size": 100_000,
             "quick_retries": 10, "max_checks": 1_000_000, "max_attempts": 1_000}
+# Optional text settings, and what they hold (for the error message).
+_TEXT_KEYS = {"signing_secret_file": "a file path", "notify_command": "a shell command (a string)"}
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -102,11 +105,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if s not in ("fire", "skip"):
                 raise ValueError("must be 'fire' or 'skip'")
             return MisfirePolicy(s)
-        if key == "signing_secret_file":
+        if key in _TEXT_KEYS:
             if value in (None, ""):
                 return None
             if not isinstance(value, str):
-                raise ValueError("must be a file path")
+                raise ValueError(f"must be {_TEXT_KEYS[key]}")
             return value
     except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""
@@ -180,6 +183,7 @@ TEMPLATE = """\
 # allowed_callbacks = ["https://hooks.example.com/"]   # empty: any http(s) URL
 # deny_private_networks = false   # true refuses loopback and private ranges too
 # signing_secret_file = "/etc/awty/secret"              # or AWTY_SIGNING_SECRET
+# notify_command = 'mail -s "$1" me@example.com'        # run when a cron run has failures
 # misfire = "fire"           # or "skip": after downtime, jobs later than misfire_grace expire
 # misfire_grace = "1h"
 """

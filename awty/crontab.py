@@ -12,8 +12,8 @@ saving moves clocks by whole hours, which changes nothing here.
 
 from __future__ import annotations
 
+import os
 import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,16 +25,19 @@ from .slots import check_resolution
 
 Run = Callable[..., subprocess.CompletedProcess]
 _NO_CRON = ("no `crontab` command: install cron (e.g. the cron or cronie package), or use the "
-            "systemd user timers in scripts/systemd")
+            "systemd user timers: `awty systemd --install`")
 
 
 # --- the lines -----------------------------------------------------------------------------
 def default_bin() -> str:
-    """The awty command as a shell word: the ``awty`` script on PATH, else this Python with
-    ``-m awty`` (cron's PATH is short, so the path is always absolute)."""
-    found = shutil.which("awty")
-    if found:
-        return shlex.quote(str(Path(found).absolute()))
+    """The awty being run, as a shell word: the ``awty`` console script installed next to this
+    interpreter (a venv's or pipx's bin), else this Python with ``-m awty``. Not the first
+    ``awty`` on PATH: that may be another install. Always absolute (cron's PATH is short)."""
+    # sys.executable is not resolved: a venv's python is a symlink to the system one, whose
+    # directory holds no awty (or another one).
+    script = Path(sys.executable).absolute().parent / "awty"
+    if script.is_file() and os.access(script, os.X_OK):
+        return shlex.quote(str(script))
     return f"{shlex.quote(sys.executable)} -m awty"
 
 
@@ -72,15 +75,16 @@ def marker(home: Path) -> str:
 def entries(home: Path, resolution: int, awty_bin: str | None = None, *,
             utc_offset_minutes: int | None = None) -> list[str]:
     """The crontab block for ``home``: comment lines, then run-slot, @reboot and hourly
-    catch-up, each appending its output to ``<home>/cron.log``. ``awty_bin`` is shell text
-    (default: ``default_bin()``)."""
+    catch-up, each appending its output to ``<home>/cron.log``. Standard error is left to cron,
+    which mails it (MAILTO) or logs it: awty writes there only what needs a human.
+    ``awty_bin`` is shell text (default: ``default_bin()``)."""
     check_resolution(resolution)
     off = local_offset_minutes() if utc_offset_minutes is None else utc_offset_minutes
     home = _absolute(home)
     tag = marker(home)
     awty = awty_bin or default_bin()
     q = shlex.quote(str(home))
-    log = f">> {shlex.quote(str(home / 'cron.log'))} 2>&1"
+    log = f">> {shlex.quote(str(home / 'cron.log'))}"
 
     def line(schedule: str, command: str) -> str:
         return _cron_escape(f"{schedule} {awty} {command} --home {q} {log}") + f" {tag}"

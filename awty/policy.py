@@ -87,6 +87,9 @@ def misfired(job: Job, now: datetime, s: Settings, grace_override: float | None 
 
 
 def _ok_reason(job: Job, result: Result, default: str = "ok") -> str:
+    if job.kind is Kind.PYTHON:
+        # the status is the worker's exit code, which says nothing: the function returned
+        return "returned" if default == "ok" else f"returned {default}"
     if result.status is None:
         return default
     return f"exit {result.status}" if job.kind is Kind.EXEC else f"http {result.status}"

@@ -25,6 +25,8 @@ def _environment(monkeypatch, tmp_path):
         if name.startswith("AWTY_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    # `awty systemd --install` (an example the tests run) writes under it
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ install that leaves foreign lines alone, and the CLI against a fake `crontab` on
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -37,7 +38,8 @@ def test_lines_carry_home_log_and_marker():
     q = shlex.quote(str(HOME))
     for ln in commands:
         assert f"--home {q}" in ln
-        assert f">> {shlex.quote(str(HOME / 'cron.log'))} 2>&1" in ln
+        assert f">> {shlex.quote(str(HOME / 'cron.log'))} #" in ln
+        assert "2>" not in ln  # stderr (what needs a human) goes to cron's mail, not the log
         assert ln.endswith(" # awty:/srv/awty home")
     assert "catchup" in commands[1] and "catchup" in commands[2]
     assert all(cron.is_ours(ln, cron.marker(HOME)) for ln in lines)
@@ -79,11 +81,22 @@ def test_percent_in_path_is_escaped_for_cron():
     assert cron.runs_slots(run_slot, home)
 
 
-def test_default_bin_is_absolute_or_python_m(monkeypatch):
-    monkeypatch.setattr(cron.shutil, "which", lambda name: None)
-    assert cron.default_bin().endswith(" -m awty")
-    monkeypatch.setattr(cron.shutil, "which", lambda name: "/opt/awty/bin/awty")
-    assert cron.default_bin() == "/opt/awty/bin/awty"
+def _executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_default_bin_is_the_running_interpreters_script(monkeypatch, tmp_path):
+    # Another awty first on PATH must not win over the one next to the running interpreter.
+    _executable(tmp_path / "other" / "awty")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'other'}:{os.environ['PATH']}")
+    python = _executable(tmp_path / "venv" / "bin" / "python")
+    monkeypatch.setattr(cron.sys, "executable", str(python))
+    assert cron.default_bin().endswith(" -m awty")  # no console script beside it
+    script = _executable(tmp_path / "venv" / "bin" / "awty")
+    assert cron.default_bin() == shlex.quote(str(script))
 
 
 # --- reading lines -------------------------------------------------------------------------

@@ -5,17 +5,22 @@
 - ``runs``: slots, run-slot, catchup
 - ``ops``: init, doctor, crontab, stats, prune, version
 - ``secret``: secret new, verify
+- ``setup``: completion, systemd
+- ``argv``: global options before the command, ``--version``, ``help CMD`` (plain list work)
+- ``tables``: fitting a table to the terminal, plain columns for pipes
 - ``render``: plain lines, Rich tables and progress, ``--json`` documents
 
 Only this package imports typer or rich, and nothing below it imports it."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import typer
 
+from .argv import COMPLETE_VAR, normalise
 from .options import new_app
 
 # Each command and the module defining it, in the order `awty --help` lists them. `awty NAME`
@@ -24,18 +29,29 @@ COMMANDS = {
     "init": "ops", "add": "jobs", "cancel": "jobs", "reschedule": "jobs", "list": "jobs",
     "show": "jobs", "slots": "runs", "run-slot": "runs", "catchup": "runs", "history": "jobs",
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
-    "stats": "ops", "prune": "ops",
+    "stats": "ops", "prune": "ops", "systemd": "setup", "completion": "setup",
 }
 
 HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callbacks; "
         "a plain cron entry (`awty run-slot`) fires them.\n\n"
         "Quick tour:\n\n"
         "  awty add https://example.com/hook --in 2h --payload '{\"order\": 42}'\n\n"
-        "  awty list\n\n  awty crontab --install\n\n  awty history")
+        "  awty list\n\n  awty crontab --install\n\n  awty history\n\n"
+        "--home DIR, --json and --utc go before or after the command. "
+        "`awty help CMD` (or `awty CMD --help`) shows a command's help; `awty --version`.")
 
 
 def main() -> None:
-    _app_for(sys.argv[1:])()
+    args = normalise(sys.argv[1:])
+    if os.environ.get(COMPLETE_VAR):
+        # The shell asks for completions (`awty completion` wrote the hook): only then load
+        # the completion machinery and every command.
+        from .setup import enable_completion
+
+        enable_completion()
+        _whole_app()(args=args, prog_name="awty", complete_var=COMPLETE_VAR)
+        return
+    _app_for(args)(args=args)
 
 
 def _app_for(args: list[str]) -> typer.Typer:
@@ -68,9 +84,9 @@ _app: list[typer.Typer] = []
 
 def _whole_app() -> typer.Typer:
     if not _app:
-        from . import jobs, ops, runs, secret
+        from . import jobs, ops, runs, secret, setup
 
-        defined = {_name(c): c for m in (jobs, runs, ops, secret)
+        defined = {_name(c): c for m in (jobs, runs, ops, setup, secret)
                    for c in m.commands.registered_commands}
         if set(defined) != set(COMMANDS):
             raise RuntimeError(f"awty.cli.COMMANDS is out of step with the command modules: "

@@ -215,22 +215,43 @@ def list_(
     entity: Annotated[Optional[str], typer.Option(help="Only this entity.")] = None,
     key: Annotated[Optional[str], typer.Option(help="Only this entity key.")] = None,
     kind: Annotated[Optional[str], typer.Option(help="http, exec or python.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many (0: all).")] = 100,
+    limit: Annotated[Optional[int], typer.Option(
+        help="At most this many (0: all). Default: 100 as text, all with --json.",
+        show_default=False)] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every job, however many.")] = False,
     as_json: Json = False,
     utc: Utc = False,
     home: Home = None,
 ) -> None:
-    """List pending jobs in firing order.  Example: awty list --entity order --json"""
+    """List pending jobs in firing order. A cut list says on stderr how many it left out.
+
+    Examples:  awty list --entity order   |   awty list --all   |   awty list --limit 10 --json
+    """
     if status not in (None, "pending", "in_flight"):
         raise InvalidInput("--status must be pending or in_flight")
     if kind not in (None, "http", "exec", "python"):
         raise InvalidInput("--kind must be http, exec or python")
-    jobs = open_awty(home).list(status=status, slot=slot_arg(slot), entity=entity, key=key,
-                            kind=kind, limit=limit or None)
+    if limit is not None and limit < 0:
+        raise InvalidInput("--limit must be 0 (all) or more")
+    cap = None if all_ or limit == 0 else limit if limit is not None else (
+        None if as_json else LIST_LIMIT)
+    a = open_awty(home)
+    filters = dict(status=status, slot=slot_arg(slot), entity=entity, key=key, kind=kind)
+    # one more than shown tells whether anything was left out, without counting every time
+    jobs = list(a.list(**filters, limit=cap + 1 if cap else None))
+    more = 0
+    if cap and len(jobs) > cap:
+        jobs = jobs[:cap]
+        more = a.count(**filters) - cap
     if as_json:
         r.emit_json([r.job_dict(j) for j in jobs])
     else:
         r.jobs_table(jobs, utc)
+    if more > 0:
+        r.err(f"… {more:,} more (use --limit / --all)")
+
+
+LIST_LIMIT = 100
 
 
 @commands.command()
@@ -253,9 +274,9 @@ def show(
     if as_json:
         r.emit_json(doc)
         return
-    skip = {"executions", "ended_runs", "payload", "headers"}
+    skip = {"executions", "ended_runs", "payload", "headers", "output"}
     r.kv([(k, v) for k, v in doc.items() if k not in skip and v is not None])
-    r.out(f"payload     {json.dumps(doc.get('payload') if 'payload' in doc else None)}")
+    r.out(f"payload     {json.dumps(doc.get('payload'))}")
     if doc.get("headers"):
         r.out(f"headers     {json.dumps(doc['headers'])}")
     if events:
@@ -263,6 +284,10 @@ def show(
                                "error"],
                 ([e["at"], e["slot"], e["check_no"], e["attempt"], e["answer"], e["status"],
                   e["duration_ms"], e["error"]] for e in events))
+    if doc.get("output"):
+        # what the job printed (exec) or answered (http), as `at` mails it: verbatim
+        r.out("output of the last execution:")
+        r.out(doc["output"].rstrip("\n"))
 
 
 @commands.command()
@@ -270,6 +295,7 @@ def show(
 def history(
     outcome: Annotated[Optional[str], typer.Option(help="done, gone, cancelled, failed or "
                                                    "expired.")] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Same as --outcome failed.")] = False,
     entity: Annotated[Optional[str], typer.Option(help="Only this entity.")] = None,
     since: Annotated[Optional[str], typer.Option(help="A time, or a duration ago (e.g. 1d)."
                                                  )] = None,
@@ -278,7 +304,14 @@ def history(
     utc: Utc = False,
     home: Home = None,
 ) -> None:
-    """Jobs that ended, newest first.  Example: awty history --outcome failed --since 1d"""
+    """Jobs that ended, newest first, with the first line of each error.
+
+    Examples:  awty history --failed --since 1d   |   awty history --outcome expired --json
+    """
+    if failed:
+        if outcome not in (None, "failed"):
+            raise InvalidInput("--failed and --outcome exclude each other")
+        outcome = "failed"
     if outcome not in (None, "done", "gone", "cancelled", "failed", "expired"):
         raise InvalidInput("--outcome must be done, gone, cancelled, failed or expired")
     a = open_awty(home)
@@ -287,7 +320,7 @@ def history(
     if as_json:
         r.emit_json([r.history_dict(h) for h in rows])
     else:
-        r.history_table(rows, utc)
+        r.history_table(rows, utc, failed=outcome == "failed")
 
 
 @commands.command()

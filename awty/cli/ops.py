@@ -77,7 +77,8 @@ def doctor(
 
 
 # Findings that --repair does not touch: they need the operator (cron, a new awty, catch-up).
-_NOT_REPAIRABLE = {"cron", "schema", "integrity", "catch-up", "config", "secret", "drop-ins"}
+_NOT_REPAIRABLE = {"cron", "schema", "integrity", "catch-up", "config", "secret", "drop-ins",
+                   "scheduler", "cron daemon", "last slot"}
 
 
 def _doctor_summary(report) -> None:
@@ -102,12 +103,14 @@ def crontab(
     resolution: Annotated[int | None, typer.Option(help="Slot minutes (default: this "
                                                       "home's setting).")] = None,
     awty_bin: Annotated[str | None, typer.Option(help="The awty command cron should run "
-                                                    "(default: the awty on PATH, else this "
-                                                    "Python with -m awty).")] = None,
+                                                    "(default: this awty, the script beside "
+                                                    "the running Python, else that Python "
+                                                    "with -m awty).")] = None,
     home: Home = None,
 ) -> None:
     """Print the cron lines that run this home: run-slot at every slot boundary, catchup at
-    boot and hourly. Output goes to <home>/cron.log.
+    boot and hourly. Their output goes to <home>/cron.log; their errors to cron, which mails
+    them (MAILTO). Without cron: `awty systemd`.
 
     Examples:
 
@@ -140,7 +143,8 @@ def crontab(
     _, changed = cron.install(a.home, res, awty_bin)
     r.out(("installed" if changed else "already installed (crontab unchanged):")
           + f" run-slot every {res} min, catchup @reboot and hourly, for {a.home}")
-    r.out(f"check with `crontab -l`; output goes to {a.home / 'cron.log'}")
+    r.out(f"check with `crontab -l`; output goes to {a.home / 'cron.log'}, errors to cron's "
+          "mail (set MAILTO, or notify_command in awty.toml)")
 
 
 def _warn_env_unseen_by_cron(home) -> None:

@@ -18,16 +18,24 @@ from typer.core import TyperGroup
 
 from ..errors import AwtyError, InvalidInput
 from . import render as r
+from .argv import normalise
 
 
 class _OneLineGroup(TyperGroup):
     """A usage error is one line on stderr and exit 2, like every other bad input."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        # global options before the command, --version, help CMD (awty.cli.argv); idempotent,
+        # so the entry point may have done it already
+        args = normalise(list(sys.argv[1:] if args is None else args))
         kwargs["standalone_mode"] = False
         try:
-            code = super().main(*args, **kwargs)
+            code = super().main(args, *rest, **kwargs)
         except Exception as e:
+            if type(e).__name__ == "NoArgsIsHelpError":
+                # bare `awty` or `awty secret`: the help, as git shows it, and success
+                r.out(e.ctx.get_help())
+                sys.exit(0)
             if hasattr(e, "format_message") and hasattr(e, "exit_code"):
                 ctx = getattr(e, "ctx", None)
                 where = f"awty {ctx.info_name}: " if ctx is not None and ctx.parent else "awty: "

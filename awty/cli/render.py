@@ -1,5 +1,5 @@
-"""Rendering for the CLI: plain lines, Rich tables and progress, and ``--json`` documents.
-Rich is imported inside the functions that draw with it, so that ``awty add`` never pays for it."""
+"""Rendering for the CLI: plain lines, tables (``tables``), Rich progress, and ``--json``
+documents. Rich is imported only by the progress bar, so that no other command pays for it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import json
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import Execution, HistoryRow, Job
 from ..slots import iso, slot_id
+
+if TYPE_CHECKING:
+    from .tables import Col
 
 _SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key")
 
@@ -75,6 +78,7 @@ def history_dict(h: HistoryRow) -> dict[str, Any]:
         "ended_at": iso(h.ended_at), "created_at": iso(h.created_at) if h.created_at else None,
         "duration_ms": h.duration_ms, "last_status": h.last_status, "error": h.error,
         "output": h.output,
+        "payload": json.loads(h.payload_json) if h.payload_json is not None else None,
     }
 
 
@@ -82,7 +86,8 @@ def added(results, utc: bool, as_json: bool) -> None:
     if as_json:
         docs = [{"id": r.job.id, "slot": slot_id(r.slot), "next_check_at": iso(r.slot),
                  "first_check_at": iso(r.job.first_check_at), "kind": r.job.kind.value,
-                 "created": r.created, "dry_run": r.dry_run} for r in results]
+                 "payload": r.job.payload, "created": r.created, "dry_run": r.dry_run}
+                for r in results]
         emit_json(docs[0] if len(docs) == 1 else docs)
         return
     if len(results) > 3:
@@ -101,54 +106,57 @@ def added(results, utc: bool, as_json: bool) -> None:
         out(f"  slot  {slot_id(r.slot)}  fires {when(r.slot, utc)}")
 
 
-def _console():
+def table(title: str | None, columns: list[Col | str], rows: Iterable[list[Any]]) -> None:
+    """Plain aligned columns (``tables``): fitted to a terminal, whole in a pipe."""
     import os
+    import shutil
 
-    from rich.console import Console
+    from .tables import cell, col, lines
 
-    # Piped output (less, grep, a file) gets a generous width instead of Rich's 80 columns.
-    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 160)
-    return Console(width=width)
-
-
-def table(title: str | None, columns: list[str], rows: Iterable[list[Any]]) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, show_lines=False, header_style="bold")
-    for c in columns:
-        t.add_column(c, overflow="fold", no_wrap=c in ("id", "slot", "fires", "ended",
-                                                        "slot (fires)"))
-    n = 0
-    for r in rows:
-        t.add_row(*["-" if v is None else str(v) for v in r])
-        n += 1
-    if n == 0:
+    cols = [col(c, i == len(columns) - 1) for i, c in enumerate(columns)]
+    data = [[cell(v) for v in r] for r in rows]
+    if not data:
         out("(none)")
         return
-    _console().print(t)
+    tty = sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if tty else None  # COLUMNS first
+    bold = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    if title:
+        out(title)
+    for line in lines(cols, data, width, bold):
+        out(line)
 
 
 def jobs_table(jobs: Iterable[Job], utc: bool) -> None:
-    table(None, ["id", "slot (fires)", "kind", "target", "entity/key", "checks", "status"],
-          ([j.id, when(j.next_check_at, utc, True), j.kind.value, _short(j.target),
+    from .tables import Col
+
+    table(None, ["id", "slot (fires)", Col("kind", drop=2), Col("target", drop=4, cut=16),
+                 Col("entity/key", drop=3, cut=10), Col("checks", drop=1), "status"],
+          ([j.id, when(j.next_check_at, utc, True), j.kind.value, j.target,
             f"{j.entity_name or '-'}/{j.entity_key or '-'}", j.check_count,
             j.status.value + (f" (attempt {j.attempt})" if j.attempt else "")] for j in jobs))
 
 
-def history_table(rows: Iterable[HistoryRow], utc: bool) -> None:
-    table(None, ["ended", "id", "outcome", "reason", "checks", "attempts", "target"],
+def history_table(rows: Iterable[HistoryRow], utc: bool, failed: bool = False) -> None:
+    """With ``failed``, the error (its first line) outlasts target and reason on a narrow
+    terminal; otherwise it goes first."""
+    from .tables import Col
+
+    table(None, ["ended", "id", "outcome", Col("reason", drop=4, cut=12),
+                 Col("checks", drop=1), Col("attempts", drop=2), Col("target", drop=3, cut=16),
+                 Col("error", drop=5 if failed else 0, cut=20)],
           ([when(h.ended_at, utc, True), h.id, h.outcome.value, h.reason, h.checks, h.attempts,
-            _short(h.target)] for h in rows))
+            h.target, first_line(h.error)] for h in rows))
+
+
+def first_line(text: str | None) -> str | None:
+    return text.strip().splitlines()[0] if text and text.strip() else None
 
 
 def kv(pairs: list[tuple[str, Any]]) -> None:
     width = max(len(k) for k, _ in pairs)
     for k, v in pairs:
         out(f"{k.ljust(width)}  {'-' if v is None else v}")
-
-
-def _short(text: str, n: int = 60) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def summary_line(d: dict[str, Any]) -> str:

@@ -54,9 +54,22 @@ def run_slot(
     """
     progress = _progress(as_json)
     a = open_awty(home, on_event=progress)
+    started = a.clock.now()
     with progress or nullcontext():
         s = a.run_slot(slot_arg(slot), shard=_shard(shard), dry_run=dry_run)
-    _report_slot(s.to_dict(), as_json)
+    d = s.to_dict()
+    _report_slot(d, as_json)
+    _notify(a, "run-slot", d, started)
+
+
+def _notify(a, run: str, summary: dict, started) -> None:
+    """The notify_command setting, when the run had failures; if it fails, stderr says so
+    (cron mails it) and the run's exit code stays what the run earned."""
+    from ..notify import after_run
+
+    sent = after_run(a, run, summary, started)
+    if sent is not None and sent.error:
+        r.err(f"awty: notify_command {sent.error}")
 
 
 def _report_slot(d: dict, as_json: bool) -> None:
@@ -101,10 +114,12 @@ def catchup(
             raise InvalidInput(f"--misfire-grace: {e}") from None
     progress = _progress(as_json)
     a = open_awty(home, on_event=progress)
+    started = a.clock.now()
     with progress or nullcontext():
         c = a.catchup(until=slot_arg(until), dry_run=dry_run, misfire=misfire,
                       misfire_grace=grace)
     d = c.to_dict()
+    _notify(a, "catchup", d, started)
     if as_json:
         r.emit_json(d)
         return

@@ -1,0 +1,57 @@
+"""The command line as people type it, put in the order Typer reads: pure list work, run
+before any command module is imported.
+
+- ``--home DIR``, ``--json`` and ``--utc`` before the command (``awty --home DIR list``, as git,
+  docker and kubectl take them) move after it; a command that has no such option says so.
+- ``awty --version`` / ``-V`` is ``awty version``; ``awty help [CMD …]`` is ``awty [CMD …] --help``.
+"""
+
+from __future__ import annotations
+
+# Set by the shell hook `awty completion SHELL` prints, when the shell asks for completions.
+COMPLETE_VAR = "_AWTY_COMPLETE"
+# Options every command that reads or changes a home accepts; the value-taking ones first.
+GLOBAL_VALUED = ("--home",)
+GLOBAL_FLAGS = ("--json", "--utc")
+# Commands that are groups: their sub-command name belongs to the command path.
+GROUPS = ("secret",)
+
+
+def normalise(args: list[str]) -> list[str]:
+    """``args`` (without the program name) rewritten as described above."""
+    hoisted, i = _leading_globals(args)
+    rest = args[i:]
+    if rest[:1] and rest[0] in ("--version", "-V"):
+        return ["version", *rest[1:]]
+    if rest[:1] == ["help"]:
+        return [*_words(rest[1:]), "--help"]
+    if not hoisted or not rest or rest[0].startswith("-"):
+        return args
+    path = rest[:2] if rest[0] in GROUPS and len(rest) > 1 else rest[:1]
+    return [*path, *hoisted, *rest[len(path):]]
+
+
+def _leading_globals(args: list[str]) -> tuple[list[str], int]:
+    hoisted: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in GLOBAL_VALUED and i + 1 < len(args):
+            hoisted += args[i:i + 2]
+            i += 2
+        elif a.startswith(tuple(f"{o}=" for o in GLOBAL_VALUED)) or a in GLOBAL_FLAGS:
+            hoisted.append(a)
+            i += 1
+        else:
+            break
+    return hoisted, i
+
+
+def _words(args: list[str]) -> list[str]:
+    """The command path named after ``help`` (options after it are ignored)."""
+    out = []
+    for a in args:
+        if a.startswith("-"):
+            break
+        out.append(a)
+    return out

@@ -1,0 +1,84 @@
+"""Commands that hook awty into the machine: ``completion`` (a shell script for the rc file)
+and ``systemd`` (user timers for this home, the alternative to ``crontab``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InvalidInput
+from . import render as r
+from .argv import COMPLETE_VAR
+from .options import Home, new_app, open_awty, reports_errors
+
+commands = new_app()
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+def enable_completion() -> None:
+    """Register the shells' completion classes: done only when the shell asks for completions,
+    so that no other command pays for them."""
+    from typer._completion_classes import completion_init
+
+    completion_init()
+
+
+@commands.command()
+@reports_errors
+def completion(
+    shell: Annotated[str, typer.Argument(help="bash, zsh or fish.", show_default=False)],
+) -> None:
+    """Print the shell completion script for awty. Load it from your shell's rc file:
+
+      bash (~/.bashrc):    eval "$(awty completion bash)"
+
+      zsh (~/.zshrc):      eval "$(awty completion zsh)"
+
+      fish (~/.config/fish/config.fish):   awty completion fish | source
+
+    Completion runs awty only when you press Tab; other commands do not load it.
+    """
+    if shell not in SHELLS:
+        raise InvalidInput(f"shell {shell!r}: use one of {', '.join(SHELLS)}")
+    from typer._completion_shared import get_completion_script
+
+    r.out(get_completion_script(prog_name="awty", complete_var=COMPLETE_VAR, shell=shell))
+
+
+@commands.command()
+@reports_errors
+def systemd(
+    install: Annotated[bool, typer.Option("--install", help="Write the units into your "
+                                          "systemd user directory (instead of printing "
+                                          "them).")] = False,
+    awty_bin: Annotated[Optional[str], typer.Option(help="The awty command the units run "
+                                                    "(default: this awty).")] = None,
+    home: Home = None,
+) -> None:
+    """Print (or --install) systemd user timers that run this home: run-slot at every slot
+    boundary, catchup after boot and hourly. An alternative to `awty crontab`.
+
+    Examples:
+
+      awty systemd                  # print the four units
+
+      awty systemd --install        # then: systemctl --user daemon-reload, and enable --now
+    """
+    from .. import systemd as units
+
+    a = open_awty(home)
+    rendered = units.render(a.home, a.settings.resolution, awty_bin)
+    if not install:
+        for name, text in rendered.items():
+            r.out(f"# --- {name}")
+            r.out(text)
+        return
+    where = units.user_unit_dir()
+    changed = units.install(rendered, where)
+    r.out(f"wrote {', '.join(p.name for p in changed)} in {where}" if changed
+          else f"already installed (unchanged) in {where}")
+    r.out("next: systemctl --user daemon-reload && systemctl --user enable --now "
+          + " ".join(units.TIMERS))
+    r.out('      loginctl enable-linger "$USER"   # keep them running while logged out')

@@ -1,0 +1,80 @@
+"""systemd user units for a home: the timer/service pairs shipped in ``awty/data/``, rendered
+with this home's awty command, ``--home`` and slot resolution.
+
+The shipped files are usable by hand (they run ``~/.local/bin/awty`` on the default home);
+``render`` rewrites their ``ExecStart=`` and ``OnCalendar=`` lines. Calendar times are written
+in UTC: slots are UTC boundaries, so the timers are right in every zone, half-hour ones too."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from .crontab import catchup_minute, default_bin
+from .slots import check_resolution
+
+DATA = Path(__file__).resolve().parent / "data"
+UNITS = ("awty-run-slot.service", "awty-run-slot.timer", "awty-catchup.service",
+         "awty-catchup.timer")
+TIMERS = tuple(u for u in UNITS if u.endswith(".timer"))
+
+
+def shipped(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def on_calendar(resolution: int, catchup: bool = False) -> str:
+    check_resolution(resolution)
+    if catchup:
+        return f"*:{catchup_minute(resolution, 0):02d} UTC"
+    return "*:00 UTC" if resolution == 60 else f"*:0/{resolution} UTC"
+
+
+def render(home: Path, resolution: int, awty_bin: str | None = None) -> dict[str, str]:
+    """Unit file name -> text for ``home``."""
+    home = Path(home).expanduser().absolute()
+    awty = awty_bin or default_bin()
+    out = {}
+    for name in UNITS:
+        command = "catchup" if "catchup" in name else "run-slot"
+        lines = []
+        for line in shipped(name).splitlines():
+            if line.startswith("ExecStart="):
+                # systemd reads % as a specifier: a literal one is %%
+                line = ("ExecStart=" + f"{awty} {command} --home {shlex.quote(str(home))}"
+                        .replace("%", "%%"))
+            elif line.startswith("#Environment=AWTY_HOME"):
+                continue
+            elif line.startswith("OnCalendar="):
+                line = "OnCalendar=" + on_calendar(resolution, catchup="catchup" in name)
+            lines.append(line)
+        out[name] = (f"# Written by `awty systemd --install` for {home} "
+                     f"({resolution}-minute slots).\n" + "\n".join(lines) + "\n")
+    return out
+
+
+def user_unit_dir(env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or
+                                                      os.path.expanduser("~"), ".config")
+    return Path(base) / "systemd" / "user"
+
+
+def install(units: dict[str, str], directory: Path) -> list[Path]:
+    """Write the units into ``directory``; returns the files that changed (an unchanged file
+    is not rewritten)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    changed = []
+    for name, text in units.items():
+        path = directory / name
+        try:
+            if path.read_text() == text:
+                continue
+        except FileNotFoundError:
+            pass
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        changed.append(path)
+    return changed
