@@ -270,15 +270,6 @@ class Awty:
         return self.store.count(status=status, slot=slot, until=until, entity=entity, key=key,
                                 kind=kind)
 
-    # MERGE(front): a minimal stand-in so that `list` can say how many it left out; the seams
-    # branch adds the real Awty.count (a COUNT query in the store): keep that one.
-    def count(self, *, status: str | None = None, slot: datetime | None = None,
-              entity: str | None = None, key: str | None = None, kind: str | None = None
-              ) -> int:
-        """How many jobs ``list`` with the same filters gives, without a limit."""
-        return sum(1 for _ in self.store.list(status=status, slot=slot, entity=entity, key=key,
-                                              kind=kind))
-
     def slots(self) -> list[tuple[datetime, int]]:
         return self.store.slots_with_work()
 

@@ -172,10 +172,4 @@ def _span(d: timedelta) -> str:
 def evidence(a) -> dict:
     """``last_slot``'s arguments from an ``Awty``: its pending slots and the newest slot in
     the execution log with that slot's first start."""
-    from .slots import from_iso, parse_slot_id
-
-    # Only the newest events (a primary-key range): the log can hold millions of rows.
-    row = a.store.query("SELECT slot, min(at) FROM (SELECT slot, at FROM job_event ORDER BY "
-                        "seq DESC LIMIT 10000) GROUP BY slot ORDER BY slot DESC LIMIT 1")
-    last = (parse_slot_id(row[0][0]), from_iso(row[0][1])) if row and row[0][0] else None
-    return {"pending": a.slots(), "last_fired": last}
+    return {"pending": a.slots(), "last_fired": a.store.last_fired()}

@@ -30,7 +30,7 @@ from .. import config as config_mod
 from ..api import Awty
 from ..errors import AwtyError, InvalidInput
 from .base import Ctx, Finding, Report
-from .cron import check_cron
+from .cron import check_cron, check_last_slot
 from .files import check_config, check_home, check_home_and_db, check_mode, check_secret, db_files
 from .locks import check_locks
 from .store import (
@@ -47,7 +47,7 @@ Check = Callable[[Ctx], Finding | Iterable[Finding]]
 
 # Checks that read the store, in order, once its schema and integrity are sound.
 STORE_CHECKS: list[Check] = [check_leases, check_resolution, check_tree, check_retired,
-                             check_past_slots]
+                             check_past_slots, check_last_slot]
 # Checks of files awty keeps beside the store.
 FILE_CHECKS: list[Check] = [check_locks]
 
@@ -55,9 +55,11 @@ FILE_CHECKS: list[Check] = [check_locks]
 # --- entry points --------------------------------------------------------------------------
 def diagnose(a: Awty, *, repair: bool = False, env: dict[str, str] | None = None,
              which: Callable[[str], str | None] = shutil.which,
-             run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> Report:
+             run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+             proc: Path | None = Path("/proc")) -> Report:
     """Check ``a``'s home; with ``repair``, mend what can be mended. Never raises for what it
-    finds: every problem is a ``Finding``."""
+    finds: every problem is a ``Finding``. ``which``, ``run`` and ``proc`` (the /proc root the
+    cron daemon is looked for in) are how the scheduler checks reach the system."""
     ctx = Ctx(a, repair, a.clock.now(), dict(a.env if env is None else env), which, run,
                Report(repair=repair))
     ready = check_home_and_db(ctx)
@@ -69,7 +71,8 @@ def diagnose(a: Awty, *, repair: bool = False, env: dict[str, str] | None = None
         run_checks(ctx, FILE_CHECKS)
     finally:
         ctx.close()
-    ctx.add(check_cron(a.home, a.settings.resolution, env=ctx.env, which=which, run=run))
+    ctx.add(check_cron(a.home, a.settings.resolution, env=ctx.env, which=which, run=run,
+                       proc=proc))
     return ctx.report
 
 
@@ -86,19 +89,21 @@ def run_checks(ctx: Ctx, checks: list[Check]) -> None:
 def diagnose_home(home: str | Path | None = None, *, repair: bool = False,
                   env: dict[str, str] | None = None, clock=None,
                   which: Callable[[str], str | None] = shutil.which,
-                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> Report:
+                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                  proc: Path | None = Path("/proc")) -> Report:
     """``diagnose`` for a home given by path, still reporting when its configuration is so
     broken that ``Awty`` cannot be built (then only the checks that need no settings run)."""
     env = dict(os.environ if env is None else env)
     try:
         a = Awty(home, clock=clock, env=env)
     except InvalidInput as e:
-        return _without_settings(home, e, repair=repair, env=env, which=which, run=run)
+        return _without_settings(home, e, repair=repair, env=env, which=which, run=run,
+                                 proc=proc)
     with a:
-        return diagnose(a, repair=repair, env=env, which=which, run=run)
+        return diagnose(a, repair=repair, env=env, which=which, run=run, proc=proc)
 
 
-def _without_settings(home, error: InvalidInput, *, repair, env, which, run) -> Report:
+def _without_settings(home, error: InvalidInput, *, repair, env, which, run, proc) -> Report:
     home = Path(home).expanduser() if home else config_mod.default_home(env)
     report = Report(repair=repair)
     report.findings.append(check_home(home, repair, None))
@@ -108,5 +113,5 @@ def _without_settings(home, error: InvalidInput, *, repair, env, which, run) -> 
     report.findings.append(Finding("config", False, str(error)))
     report.findings.append(Finding("other checks", False, "skipped until the configuration "
                                    "is valid (the resolution decides what a slot is)"))
-    report.findings.append(check_cron(home, None, env=env, which=which, run=run))
+    report.findings.extend(check_cron(home, None, env=env, which=which, run=run, proc=proc))
     return report

@@ -24,11 +24,12 @@ class Finding:
     ok: bool
     detail: str
     repaired: bool | None = None  # None: not attempted; True: mended; False: repair failed
+    warning: bool = False  # passes (exit 0), but says something the operator should know
 
     @property
     def status(self) -> str:
         if self.ok:
-            return "ok"
+            return "warning" if self.warning else "ok"
         return {True: "repaired", False: "repair failed", None: "problem"}[self.repaired]
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,67 +1,39 @@
-"""Is the runner scheduled? ``crontab -l`` or a systemd user timer running ``awty run-slot``
-for this home at every slot boundary."""
+"""Is the runner scheduled, and does it run? Doctor's findings from ``awty.cronhealth``: the
+scheduler (crontab line or systemd user timer), the cron daemon behind a crontab, and whether
+the last slot fired on time."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from ..errors import AwtyError
-from .base import Finding
+from .. import cronhealth
+from .base import Ctx, Finding
+
+
+def finding(check: str, h: cronhealth.Health) -> Finding:
+    """A warning passes (doctor exits 0) but is shown as one."""
+    return Finding(check, h.ok, h.detail, warning=h.level == "warning")
 
 
 def check_cron(home: Path, resolution: int | None, *, env: dict[str, str] | None = None,
                which: Callable[[str], str | None] = shutil.which,
-               run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> Finding:
-    """Does cron (``crontab -l``) or a systemd user timer run ``awty run-slot`` for ``home``,
-    at every boundary of ``resolution``?"""
-    from .. import crontab as cron
-
-    env = os.environ if env is None else env
-    lines, why = _crontab_lines(which, run)
-    user_home = Path(env.get("HOME") or os.path.expanduser("~"))
-    cron_default = user_home / ".local" / "share" / "awty"
-    ours = [ln for ln in lines if cron.runs_slots(ln, home, default_home=cron_default)]
-    hint = "install the lines with `awty crontab --install`"
-    if ours:
-        missed = cron.missed_boundaries(ours[0], resolution) if resolution else []
-        if missed:
-            return Finding("cron", False, f"crontab runs `awty run-slot` but not at every "
-                           f"{resolution}-minute boundary (misses minute(s) "
-                           f"{','.join(map(str, missed))}): {ours[0].strip()} — {hint}")
-        return Finding("cron", True, f"crontab: {ours[0].strip()}")
-    timers = _systemd_timers(env, user_home)
-    if timers:
-        return timers
-    if why and which("crontab") is None:
-        hint = "install cron and run `awty crontab --install`"
-    return Finding("cron", False, f"{why or 'no crontab line runs `awty run-slot` for this home'}"
-                   f": {hint}, or use the systemd user timers in scripts/systemd")
+               run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+               proc: Path | None = Path("/proc")) -> list[Finding]:
+    """The scheduler and, when it is cron, the daemon that reads the crontab (``proc``: the
+    /proc root to look for it in; None skips the daemon check)."""
+    h = cronhealth.scheduler(home, resolution, env=env, which=which, run=run)
+    out = [finding("cron", h)]
+    if h.via == "cron" and h.ok and proc is not None:
+        out.append(finding("cron daemon", cronhealth.cron_daemon(proc)))
+    return out
 
 
-def _crontab_lines(which, run) -> tuple[list[str], str | None]:
-    from .. import crontab as cron
-
-    if which("crontab") is None:
-        return [], "no `crontab` command on PATH"
-    try:
-        return cron.read(run).splitlines(), None
-    except AwtyError as e:
-        return [], str(e)
-
-
-def _systemd_timers(env: dict[str, str] | Any, user_home: Path) -> Finding | None:
-    base = Path(env.get("XDG_CONFIG_HOME") or user_home / ".config") / "systemd" / "user"
-    timers = sorted(base.glob("awty-*.timer"))
-    if not timers:
-        return None
-    names = [p.name for p in timers]
-    enabled = [n for n in names if (base / "timers.target.wants" / n).exists()]
-    if not enabled:
-        return Finding("cron", False, f"systemd user timer(s) {', '.join(names)} in {base} are "
-                       f"not enabled: systemctl --user enable --now {' '.join(names)}")
-    return Finding("cron", True, f"systemd user timer(s): {', '.join(enabled)}")
+def check_last_slot(ctx: Ctx) -> Finding:
+    """Did the newest slot that ran start on time? (Work left in past slots is the
+    ``catch-up`` check's finding: not repeated here.)"""
+    h = cronhealth.last_slot(ctx.now, ctx.a.settings.resolution, pending=[],
+                             last_fired=ctx.store.last_fired())
+    return finding("last slot", h)

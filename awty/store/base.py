@@ -132,6 +132,11 @@ class Store(Protocol):
         """Jobs in flight grouped by owner, with how many leases expired and whether the
         owner is alive."""
 
+    def last_fired(self) -> tuple[datetime, datetime] | None:
+        """The newest slot in the execution log and when its first execution started (what
+        ``doctor`` judges "the last slot fired on time" by), or None when nothing ran. Reads
+        only the newest executions: the log can hold millions of rows."""
+
     # -- changing -------------------------------------------------------------------------
     def cancel(self, ids: Sequence[str], now: datetime,
                reason: str = "cancelled") -> CancelResult:

@@ -40,10 +40,13 @@ def job_to_json(j: Job) -> str:
     return _COMPACT(job_to_dict(j))
 
 
+_PAYLOAD_ONLY = '{"payload":'
+
+
 def payload_only_json(j: Job) -> str:
     """What a plain ended job keeps: its payload alone (encoding every row costs ~10 % of a
     slot run). ``payload_json`` is stored JSON text, embedded as it is."""
-    return '{"payload":' + j.payload_json + "}"
+    return _PAYLOAD_ONLY + j.payload_json + "}"
 
 
 def job_from_json(text: str) -> Job:
@@ -64,4 +67,7 @@ def payload_of(text: str | None) -> str | None:
     """The stored payload JSON text of a history row's job document (never parsed further)."""
     if not text:
         return None
+    if text.startswith(_PAYLOAD_ONLY) and text.endswith("}"):
+        # ``payload_only_json``: the payload is embedded as it was stored; cut it out as is
+        return text[len(_PAYLOAD_ONLY):-1]
     return json.loads(text).get("payload")

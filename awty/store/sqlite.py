@@ -218,6 +218,9 @@ class SQLiteStore:
     def leases(self, now: datetime) -> list[LeaseGroup]:
         return sqlite_reports.leases(self.conn, now, self.sessions.alive)
 
+    def last_fired(self) -> tuple[datetime, datetime] | None:
+        return sqlite_reports.last_fired(self.conn)
+
     # -- changing -------------------------------------------------------------------------
     def _running(self, job: Job, now: datetime) -> bool:
         """Started and (as far as anyone can tell) still being executed: see base's rules."""

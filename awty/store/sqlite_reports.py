@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from ..model import LeaseGroup, StoreHealth, StoreStats
-from ..slots import from_iso, iso
+from ..slots import from_iso, iso, parse_slot_id
 
 Alive = Callable[[str | None], bool | None]
 
@@ -22,6 +22,15 @@ def leases(conn: sqlite3.Connection, now: datetime, alive: Alive) -> list[LeaseG
         "FROM future_job WHERE status = 'in_flight' GROUP BY lease_owner ORDER BY lease_owner",
         (iso(now),)).fetchall()
     return [LeaseGroup(owner=o, jobs=n, expired=x, alive=alive(o)) for o, n, x in rows]
+
+
+def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:
+    # A primary-key range of the newest events, not a scan of the whole log.
+    row = conn.execute("SELECT slot, min(at) FROM (SELECT slot, at FROM job_event ORDER BY seq "
+                       "DESC LIMIT 10000) GROUP BY slot ORDER BY slot DESC LIMIT 1").fetchone()
+    if not row or not row[0]:
+        return None
+    return parse_slot_id(row[0]), from_iso(row[1])
 
 
 def _counts(conn: sqlite3.Connection, sql: str, *params: object) -> dict[str, int]:
