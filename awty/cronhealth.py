@@ -7,7 +7,8 @@
 - ``cron_daemon``: with cron as the scheduler, a cron daemon process is running (a crontab
   nobody reads fires nothing).
 - ``last_slot``: judged from the store's data, passed in: no past slot still holds work the
-  scheduler should have fired, and the last slot that fired started on time.
+  scheduler should have fired (a problem), and the last slot that fired started on time (a
+  warning when it did not: a catch-up fires late by design).
 
 Every function returns a ``Health`` and never raises for what it inspects; the system is
 reached only through the arguments (PATH, a /proc root, a unit directory, ``run``)."""
@@ -157,9 +158,11 @@ def last_slot(now: datetime, resolution: int, *, pending: list[tuple[datetime, i
     slot, started = last_fired
     lag = started - slot
     if lag > late:
-        return Health("last slot", "problem", f"slot {slot_id(slot)} fired "
-                      f"{_span(lag)} after its boundary: is the scheduler's clock or "
-                      "schedule off, or the machine overloaded?")
+        # A warning: a catch-up after downtime fires late by design, and work still waiting
+        # (the real harm) is a problem above. A scheduler that runs late shows here.
+        return Health("last slot", "warning", f"slot {slot_id(slot)} fired "
+                      f"{_span(lag)} after its boundary (a catch-up, or is the scheduler's "
+                      "clock or schedule off, or the machine overloaded?)")
     return Health("last slot", "ok", f"slot {slot_id(slot)} fired {_span(lag)} after its "
                   "boundary")
 

@@ -4,6 +4,9 @@ told to leave the event loop and file locks alone (PITFALLS: frozen monotonic ti
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -87,7 +90,7 @@ esac
 
 
 @pytest.fixture
-def fake_crontab(tmp_path, monkeypatch) -> Path:
+def fake_crontab(tmp_path, monkeypatch):
     """FAKE_CRONTAB as ``crontab`` on PATH, HOME in tmp_path; returns the table's file."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -96,4 +99,18 @@ def fake_crontab(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_CRONTAB", str(tmp_path / "crontab.txt"))
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    return tmp_path / "crontab.txt"
+    with cron_daemon(bindir):
+        yield tmp_path / "crontab.txt"
+
+
+@contextmanager
+def cron_daemon(bindir: Path):
+    """A process named ``cron`` (a copy of sleep) for as long as the block runs: doctor looks
+    for the daemon a crontab needs among the real processes."""
+    shutil.copy("/bin/sleep", bindir / "cron")
+    daemon = subprocess.Popen([str(bindir / "cron"), "900"])
+    try:
+        yield daemon
+    finally:
+        daemon.kill()
+        daemon.wait()

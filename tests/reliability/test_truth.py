@@ -30,7 +30,8 @@ def _fill(home, url, n, **spec):
     with Awty(home, clock=FixedClock(T0), env={}) as a:
         added = a.add_many([{"target": url, "in": "1m", "payload": {"n": i}, **spec}
                             for i in range(n)])
-    return [r.job.id for r in added], added[0].job.next_check_at
+    # in firing order: ids made in one millisecond are not monotonic, the slot runs by id
+    return sorted(r.job.id for r in added), added[0].job.next_check_at
 
 
 def _outcomes(home):
@@ -39,7 +40,9 @@ def _outcomes(home):
 
 def test_cancel_of_a_job_on_the_wire_says_so_and_history_keeps_the_real_outcome(tmp_path):
     home = tmp_path / "home"
-    with Receiver(delay=2.0) as rx:
+    # 6 s per request: the three CLI calls below finish while the first one is on the wire,
+    # even on a loaded machine
+    with Receiver(delay=6.0) as rx:
         ids, slot = _fill(home, rx.url("/slow"), 4, entity="order", key="7")
         env = cli_env(home, slot + timedelta(seconds=1), concurrency=1)
         runner = spawn(["run-slot", slot_id(slot), "--json"], env)
@@ -76,7 +79,9 @@ def test_cancel_of_a_job_on_the_wire_says_so_and_history_keeps_the_real_outcome(
 def test_unsharded_and_shard_runs_exclude_each_other_whatever_the_clocks(tmp_path):
     n = 300
     home = tmp_path / "home"
-    with Receiver(delay=0.01, keep=False) as rx:
+    # 300 × 50 ms / 4 ≈ 4 s of sending: the sharded run starts well inside it even on a
+    # loaded machine (at 10 ms the plain run could end before the second process began)
+    with Receiver(delay=0.05, keep=False) as rx:
         ids, slot = _fill(home, rx.url("/once"), n)
         now = slot + timedelta(seconds=1)
         plain = spawn(["run-slot", slot_id(slot), "--json"], cli_env(home, now, concurrency=4))
