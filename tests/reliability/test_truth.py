@@ -15,13 +15,13 @@ import json
 from datetime import timedelta
 
 import pytest
+from conftest import T0
+from relkit import account, cli_env, query, run_cli, spawn
 
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
-from conftest import T0
-from relkit import account, cli_env, query, run_cli, spawn
 
 pytestmark = pytest.mark.reliability
 
