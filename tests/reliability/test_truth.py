@@ -30,7 +30,8 @@ def _fill(home, url, n, **spec):
     with Awty(home, clock=FixedClock(T0), env={}) as a:
         added = a.add_many([{"target": url, "in": "1m", "payload": {"n": i}, **spec}
                             for i in range(n)])
-    return [r.job.id for r in added], added[0].job.next_check_at
+    # Firing order is id order (ids made in one millisecond are not in creation order).
+    return sorted(r.job.id for r in added), added[0].job.next_check_at
 
 
 def _outcomes(home):
