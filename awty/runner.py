@@ -1,12 +1,12 @@
 """The slot runner: one pass over one slot, no sleeping for time and no printing.
 
-Per slot: refuse the future, take the slot's lock without waiting, reconcile the slot tree with
-the store (import drop-ins, drop orphans, set aside bad files), then claim jobs in batches with
-a lease, execute them with bounded concurrency, and record each batch's decisions in one
-transaction. A crash sends again, once the leases expire, what it had delivered but not yet
-recorded: the decisions awaiting their batch, a batch being written and the callbacks in flight
-(under two batches plus the concurrency); it never loses a job (SPEC 6, 12;
-tests/reliability/test_crash.py measures it).
+Per slot: refuse the future, load the signing secret, take the slot's lock without waiting
+(``Store.slot_lock``), reconcile the slot tree with the store (``reconcile``), then, holding
+an owner session for the whole run, let a ``SlotRun`` claim jobs in batches with a lease, mark
+each chunk started just before sending it, execute with bounded concurrency and record the
+decisions per batch and at least every 250 ms. A SIGKILL sends again, once the leases expire,
+at most the callbacks in flight plus ~0.25 s of deliveries; SIGTERM/SIGINT send nothing twice;
+no job is ever lost (SPEC 6, 12; tests/reliability/test_crash.py and test_stop.py measure it).
 """
 
 from __future__ import annotations
