@@ -281,3 +281,12 @@ def test_wheel_ships_license_units_and_crontab_example(tmp_path):
             "awty/data/awty-catchup.service", "awty/data/awty-catchup.timer",
             "awty/data/crontab.example"} <= names
     assert any(n.endswith("licenses/LICENSE") for n in names)
+
+
+def test_history_says_when_it_is_cut(filled):
+    home = str(filled["home"])
+    cut = awty("history", "--limit", "1", "--home", home)
+    assert len(cut.stdout.splitlines()) == 2
+    assert cut.stderr == "… more than 1 (use --limit N, or --limit 0 for all)\n"
+    whole = awty("history", "--limit", "2", "--home", home)
+    assert len(whole.stdout.splitlines()) == 3 and whole.stderr == ""

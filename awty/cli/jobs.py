@@ -315,12 +315,18 @@ def history(
     if outcome not in (None, "done", "gone", "cancelled", "failed", "expired"):
         raise InvalidInput("--outcome must be done, gone, cancelled, failed or expired")
     a = open_awty(home)
+    # one more than shown tells whether the list was cut (history has no cheap count)
     rows = a.history(outcome=outcome, entity=entity,
-                     since=a.parse_time(since) if since else None, limit=limit or None)
+                     since=a.parse_time(since) if since else None,
+                     limit=limit + 1 if limit else None)
+    cut = bool(limit) and len(rows) > limit
+    rows = rows[:limit] if cut else rows
     if as_json:
         r.emit_json([r.history_dict(h) for h in rows])
     else:
         r.history_table(rows, utc, failed=outcome == "failed")
+    if cut:
+        r.err(f"… more than {limit:,} (use --limit N, or --limit 0 for all)")
 
 
 @commands.command()
