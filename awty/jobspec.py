@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from functools import lru_cache
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from . import wire
 from .config import Settings
 from .errors import InvalidInput
 from .model import Job, Kind, Status, new_id
@@ -21,12 +21,7 @@ SPEC_KEYS = frozenset({
     "idempotency_key", "headers", "max_checks", "horizon", "timeout", "max_attempts",
     "misfire_grace", "id", "cwd",
 })
-_RESERVED_HEADERS = {"host", "content-length", "content-type", "transfer-encoding", "connection",
-                     "webhook-id", "webhook-timestamp", "webhook-signature", "user-agent",
-                     "x-awty-check", "x-awty-attempt"}
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_PY_TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+_ID = wire.ID  # kept importable under its old name: the runner imports it (until the merge)
 _MAX_TEXT = 1024
 # json.dumps with non-default options builds a new encoder per call: build it once.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
@@ -56,7 +51,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         raise InvalidInput("headers: only http jobs send headers")
     first = ceil_second(due if due is not None else due_time(spec, now, settings, local))
     job_id = spec.get("id")
-    if job_id is not None and (not isinstance(job_id, str) or not _ID.match(job_id)):
+    if job_id is not None and (not isinstance(job_id, str) or not wire.ID.match(job_id)):
         raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
     job = Job(
         id=job_id or new_id(now), kind=kind, target=target, payload_json=payload_json,
@@ -90,7 +85,7 @@ def _target(kind: Kind, value: Any, settings: Settings) -> str:
         raise InvalidInput("target: contains a NUL or bytes that are not UTF-8 text")
     if kind is Kind.HTTP:
         return _checked_url(value.strip(), settings)
-    if kind is Kind.PYTHON and not _PY_TARGET.match(value.strip()):
+    if kind is Kind.PYTHON and not wire.PY_TARGET.match(value.strip()):
         raise InvalidInput(f"target: {value!r} is not package.module:function")
     return value
 
@@ -144,16 +139,14 @@ def _headers(value: Any) -> dict[str, str]:
         raise InvalidInput("headers: must be an object of name: value")
     out: dict[str, str] = {}
     for name, v in items:
-        if not isinstance(name, str) or not _TOKEN.match(name):
-            raise InvalidInput(f"header: {name!r} is not a valid header name")
-        if name.lower() in _RESERVED_HEADERS:
-            raise InvalidInput(f"header: {name} is set by awty and cannot be overridden")
-        if not isinstance(v, str) or any(c in v for c in "\r\n\0") or len(v) > 4096 \
-                or not _utf8(v):
-            raise InvalidInput(f"header: the value of {name} is not a single line of text")
+        refusal = wire.header_refusal(name, v)
+        if refusal is None and not _utf8(v):
+            refusal = f"the value of {name} is not UTF-8 text"
+        if refusal is not None:
+            raise InvalidInput(f"header: {refusal}")
         out[name] = v
-    if len(out) > 32:
-        raise InvalidInput("headers: at most 32")
+    if len(out) > wire.MAX_HEADERS:
+        raise InvalidInput(f"headers: at most {wire.MAX_HEADERS}")
     return out
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from .model import Job
 from .slots import iso, parse_slot_id, slot_id
+from .wire import ID
 
 ENVELOPE_VERSION = 1
-_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # what an awty id looks like (Crockford base32)
 _PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
 _CUT_SHORT = re.compile(r"[0-9]{12}\.[0-9a-f]{8}")  # retired, its late files not yet put back
 CUT_SHORT_AGE = 60.0  # seconds: a younger one may be another runner's retire() in progress
@@ -322,7 +322,7 @@ class SlotTree:
         finally:
             os.close(fd)
         for name in names:
-            job_id = name[:-5] if name.endswith(".json") and _ID.fullmatch(name[:-5]) else None
+            job_id = name[:-5] if name.endswith(".json") and ID.fullmatch(name[:-5]) else None
             yield Entry(name, path / name, job_id)
 
     def read(self, entry: Entry) -> dict:

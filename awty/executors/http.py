@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 
 import httptools
 
-from .. import netguard, signing
+from .. import netguard, signing, wire
 from .._version import __version__
 from ..clock import Clock
 from ..config import Settings
@@ -43,15 +43,6 @@ OUTPUT_CHARS = 500  # Result.output keeps this much of the response body
 # interim 1xx responses), or a receiver sending one endless header grows memory without limit.
 MAX_HEAD_BYTES = 256 * 1024
 RETRYABLE_STATUS = frozenset({408, 425, 429})
-# Headers awty writes itself; a job's own headers may not replace or duplicate them, nor change
-# the message framing (hop-by-hop headers).
-RESERVED_HEADERS = frozenset({
-    "host", "content-length", "content-type", "user-agent", "transfer-encoding", "connection",
-    "keep-alive", "te", "trailer", "upgrade", "expect", "proxy-connection",
-    "x-awty-check", "x-awty-attempt",
-})
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _VISIBLE = re.compile(r"[!-~]+")
 
 _monotonic = time.monotonic
@@ -296,7 +287,7 @@ class HttpExecutor:
         self._clock = clock
         self._secret = secret
         self._fixed = (f"Content-Type: application/json\r\nUser-Agent: {user_agent}\r\n")
-        if _BAD_VALUE.search(user_agent):
+        if wire.HEADER_VALUE_BAD.search(user_agent):
             raise ValueError("user_agent contains control characters")
         self._cap = max(0, int(settings.max_response_bytes))
         self._threshold = max(1, int(settings.breaker_threshold))
@@ -416,12 +407,11 @@ class HttpExecutor:
         if job.headers:
             lines = []
             for name, value in job.headers.items():
-                lname = str(name).lower()
-                if lname in RESERVED_HEADERS or lname.startswith("webhook-"):
-                    continue
-                value = str(value)
-                if not _TOKEN.fullmatch(str(name)) or _BAD_VALUE.search(value):
-                    return f"header {str(name)[:60]!r}: invalid name or value"
+                if wire.is_reserved(str(name)):
+                    continue  # stored before add refused it: never sent, it would break framing
+                refusal = wire.header_refusal(name, value)
+                if refusal is not None:
+                    return f"header: {refusal[:200]}"
                 lines.append(f"{name}: {value}\r\n")
             extra = "".join(lines)
         if self._secret is not None:
