@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Collection, Mapping
 from functools import lru_cache
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
@@ -37,13 +39,22 @@ def fingerprint(job: Job) -> str:
 
 def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
           local: tzinfo | None = None, cwd: str | None = None,
-          due: datetime | None = None) -> tuple[Job, str | None]:
+          due: datetime | None = None, kinds: Collection[str] | None = None,
+          environ: Mapping[str, str] | None = None) -> tuple[Job, str | None]:
     """Validate one job spec; raises ``InvalidInput`` naming the offending field.
-    ``due`` (used for dropped-in envelopes) replaces at/in."""
+    ``due`` (used for dropped-in envelopes) replaces at/in, and then the job's kind must be one
+    of ``kinds`` (default: the ``dropin_kinds`` setting). An exec job added (not dropped in)
+    records ``environ`` (default: this process's) when ``exec_env`` is on."""
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise InvalidInput(f"unknown field(s): {', '.join(map(repr, sorted(unknown)))}")
     kind = _kind(spec.get("kind", "http"))
+    if kinds is None and due is not None:
+        kinds = settings.dropin_kinds
+    if kinds is not None and kind.value not in kinds:
+        allowed = ", ".join(kinds) or "none"
+        raise InvalidInput(f"kind: {kind.value} jobs may not be dropped in "
+                           f"(dropin_kinds allows {allowed})")
     target = _target(kind, spec.get("target"), settings)
     payload_json = _payload(spec, settings)
     headers = _headers(spec.get("headers"))
@@ -64,9 +75,36 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         idempotency_key=_text(spec, "idempotency_key"),
         cwd=_cwd(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
         created_at=now, updated_at=now,
+        env=_env(environ) if kind is Kind.EXEC and due is None and settings.exec_env else None,
     )
     # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
     return job, fingerprint(job) if job.idempotency_key else None
+
+
+def build_dropin(data: dict[str, Any], name_id: str | None, *, now: datetime,
+                 settings: Settings, slot: datetime,
+                 kinds: Collection[str] | None = None) -> tuple[Job, str | None]:
+    """A job from an envelope dropped into ``slot`` (its due time), named ``name_id`` by its
+    file. Only the kinds in ``kinds`` (default: the ``dropin_kinds`` setting) may be created:
+    a file planted in the slot tree must not run a command. Raises ``InvalidInput``."""
+    return build(envelope_spec(data, name_id), now=now, settings=settings, due=slot,
+                 kinds=settings.dropin_kinds if kinds is None else kinds)
+
+
+def envelope_spec(data: dict[str, Any], name_id: str | None) -> dict[str, Any]:
+    """A dropped-in envelope uses the names of a batch line (plus ``id``); the slot it sits in
+    is its due time. Fields the runner writes itself (v, next_check_at…) are ignored."""
+    spec = {k: v for k, v in data.items()
+            if k not in ("v", "first_check_at", "next_check_at", "check_count")}
+    if "id" not in spec and name_id and wire.ID.match(name_id):
+        spec["id"] = name_id
+    return spec
+
+
+def _env(environ: Mapping[str, str] | None) -> dict[str, str]:
+    from .execenv import capture
+
+    return capture(os.environ if environ is None else environ)
 
 
 def _kind(value: Any) -> Kind:
