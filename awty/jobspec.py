@@ -7,8 +7,8 @@ import hashlib
 import json
 import os
 from collections.abc import Collection, Mapping
-from functools import lru_cache
 from datetime import datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import Any
 
 from . import wire

@@ -13,7 +13,8 @@ from .safeio import NOFOLLOW, write_new
 
 class _PrivateRotatingFileHandler(RotatingFileHandler):
     """Every file it opens (the first, and each one after a rotation) is created 0600 whatever
-    the umask and never through a symlink; undecodable text (a file name with stray bytes) is escaped, not an error."""
+    the umask and never through a symlink; undecodable text (a file name with stray bytes) is
+    escaped, not an error."""
 
     def _open(self):
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600)

@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 
 from .model import Job
-from .slots import iso, parse_slot_id, slot_id
 from .safeio import private_dir_fd, replace_in
+from .slots import iso, parse_slot_id, slot_id
 from .wire import ID
 
 ENVELOPE_VERSION = 1

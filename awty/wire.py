@@ -12,8 +12,7 @@ import re
 # An awty id: a ULID, 26 Crockford base32 characters (upper case, no I L O U).
 ID = re.compile(r"\A[0-9A-HJKMNP-TV-Z]{26}\Z")
 # A python job's target: package.module:function (or Class.method).
-PY_TARGET = re.compile(r"\A[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z",
-                       re.ASCII)
+PY_TARGET = re.compile(r"\A[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
 # An HTTP header name (RFC 9110 token).
 HEADER_NAME = re.compile(r"\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 # What a header value may not contain: control characters other than tab (CR and LF would

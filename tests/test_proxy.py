@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import db_rows
 
 from awty.api import Awty
 from awty.clock import FixedClock
@@ -23,7 +24,6 @@ from awty.executors.http import HttpExecutor
 from awty.executors.proxy import Proxies, bypass, parse_proxy
 from awty.model import Answer, Attempt, Job, Kind, Result
 from awty.testing.receiver import Receiver
-from conftest import db_rows
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 ATTEMPT = Attempt(slot="203001011200", check=0, attempt=1, timeout=5.0)

@@ -9,10 +9,10 @@ import sys
 from datetime import timedelta
 
 import pytest
+from conftest import db_rows
 
 from awty.api import Awty
 from awty.testing.receiver import Receiver
-from conftest import db_rows
 
 
 @pytest.fixture(scope="module")

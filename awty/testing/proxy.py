@@ -7,7 +7,8 @@ It prints ``listening PORT`` on stdout once ready, appends one JSON line per req
 log (``{"method", "target", "auth"}``: what a test asserts went through it), and stops by
 itself after ``--lifetime`` seconds or when its parent process is gone. ``--user`` requires
 that Basic ``Proxy-Authorization`` (407 otherwise); ``--deny HOST`` answers 403 to requests
-for that host without connecting to it. Bounded: request heads of at most 64 KiB, at most 256 connections at once."""
+for that host without connecting to it. Bounded: request heads of at most 64 KiB, at most
+256 connections at once."""
 
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from conftest import T0
+from relkit import cli_env, run_cli
 
 from awty import config, jobspec
 from awty.api import Awty
@@ -21,8 +23,6 @@ from awty.config import Settings
 from awty.errors import InvalidInput
 from awty.slotdir import SlotTree
 from awty.slots import parse_slot_id, slot_id
-from conftest import T0
-from relkit import cli_env, run_cli
 
 VICTIM = "precious data\n"
 

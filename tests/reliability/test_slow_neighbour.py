@@ -7,9 +7,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from conftest import db_rows
+
 from awty.api import Awty
 from awty.testing.receiver import Receiver
-from conftest import db_rows
 
 TIMEOUT = 1.0
 
