@@ -139,9 +139,13 @@ class SlotTree:
         return self.root / slot_id(slot)
 
     def _ensure(self, sid: str) -> Path:
+        """The slot's directory, made if missing; OSError ENOTDIR when it (or ``slots/``) is
+        a symlink: files moved back into a slot never land outside the tree."""
         path = self.root / sid
         if sid not in self._made:
             _private_dirs(path)
+            if not (_is_real_dir(str(self.root)) and _is_real_dir(str(path))):
+                raise OSError(errno.ENOTDIR, f"{path} is not a directory of the slot tree")
             self._made.add(sid)
         return path
 

@@ -234,3 +234,20 @@ def test_write_new_and_replace_in_leave_link_targets_alone(tmp_path):
     with pytest.raises(OSError):
         private_dir_fd(tmp_path, "d", "sub")
     assert [p.name for p in (tmp_path / "outside").iterdir()] == ["victim.txt"]
+
+
+def test_files_put_back_into_a_slot_never_follow_a_planted_link(home, tmp_path):
+    """restore_retired (a retirement cut short) moves files back into their slot: a symlink
+    planted in the slot's place is refused, nothing lands outside the tree."""
+    tree = SlotTree(home)
+    sid = "202611221015"
+    cut = home / ".retired" / f"{sid}.0badc0de"
+    cut.mkdir(parents=True)
+    (cut / "late.json").write_text("{}")
+    (home / "slots").mkdir()
+    outside = tmp_path / "outside-dir"
+    outside.mkdir()
+    os.symlink(outside, home / "slots" / sid)
+    with pytest.raises(OSError):
+        tree.restore_retired(cut)
+    assert list(outside.iterdir()) == [] and (cut / "late.json").exists()

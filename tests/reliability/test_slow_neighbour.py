@@ -35,9 +35,10 @@ def test_ten_percent_hanging_do_not_defer_the_other_ninety(home, clock):
         assert len(rx.requests("/ok")) == len(ok) == 270
         assert Counter(r.headers["webhook-id"] for r in rx.requests("/ok")) \
             == {j.id: 1 for j in ok}
-        # /slow: a first round timed out (5 opens its breaker; the rest in flight finish), the
-        # others are deferred to the next slot without an attempt counted.
-        assert s.retried + s.deferred == len(slow) and s.deferred >= len(slow) - 8
+        # /slow: the first ones time out (the 5th opens its breaker; those already in flight,
+        # or let in by a slot freed before it, finish), the others are deferred to the next
+        # slot without an attempt counted.
+        assert s.retried + s.deferred == len(slow) and s.retried <= 2 * 8 and s.deferred > 0
         assert elapsed < 3 * TIMEOUT + 2, elapsed
         rows = {r["id"]: r for r in db_rows(home, "future_job")}
         assert set(rows) == {j.id for j in slow}
