@@ -30,8 +30,11 @@ class Breaker:
         self.failures = 0
         self.open = False
 
-    def success(self) -> None:
-        self._push(None)
+    def success(self) -> None:  # once per callback delivered: kept lean
+        w = self.window
+        if self.failures and len(w) == WINDOW and w[0] is not None:
+            self.failures -= 1
+        w.append(None)
 
     def failure(self, threshold: int, where: str = HOST_WIDE, *,
                 spread: bool = False) -> None:
