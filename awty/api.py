@@ -99,9 +99,7 @@ class Awty:
             made.append(str(self.db_path))
         _ = self.store
         cfg = self.home / config_mod.CONFIG_NAME
-        if not cfg.exists():
-            cfg.write_text(config_mod.TEMPLATE)
-            os.chmod(cfg, 0o600)
+        if config_mod.write_template(cfg):
             made.append(str(cfg))
         (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
         return made

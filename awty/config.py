@@ -42,6 +42,9 @@ class Settings:
     busy_timeout: float = 5.0  # seconds SQLite waits for a lock
     history_output_bytes: int = 2000
     log_max_bytes: int = 1_000_000
+    dropin_kinds: tuple[str, ...] = ("http",)  # kinds a dropped-in envelope may create
+    ca_file: str | None = None  # PEM bundle trusted for https callbacks (instead of the system's)
+    exec_env: bool = True  # exec jobs run in the environment they were added in, as `at` does
 
 
 _DURATION_KEYS = {"timeout", "horizon", "max_delay", "misfire_grace", "lease", "busy_timeout",
@@ -53,7 +56,8 @@ _INT_KEYS = {"resolution", "concurrency", "per_host_concurrency", "max_checks", 
 _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size": 100_000,
             "quick_retries": 10, "max_checks": 1_000_000, "max_attempts": 1_000}
 # Optional text settings, and what they hold (for the error message).
-_TEXT_KEYS = {"signing_secret_file": "a file path", "notify_command": "a shell command (a string)"}
+_TEXT_KEYS = {"signing_secret_file": "a file path", "ca_file": "a file path",
+              "notify_command": "a shell command (a string)"}
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -91,7 +95,14 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 if not p.startswith(("http://", "https://")):
                     raise ValueError(f"{p!r} is not an http(s) URL prefix")
             return prefixes
-        if key == "deny_private_networks":
+        if key == "dropin_kinds":
+            items = value.split(",") if isinstance(value, str) else list(value)
+            kinds = tuple(dict.fromkeys(str(x).strip().lower() for x in items if str(x).strip()))
+            for k in kinds:
+                if k not in ("http", "exec", "python"):
+                    raise ValueError(f"{k!r} is not one of http, exec, python")
+            return kinds
+        if key in ("deny_private_networks", "exec_env"):
             if isinstance(value, bool):
                 return value
             s = str(value).strip().lower()
@@ -160,6 +171,14 @@ def load(home: Path, env: dict[str, str] | None = None, flags: dict[str, Any] | 
     return replace(Settings(), **values)
 
 
+def write_template(path: Path) -> bool:
+    """Write the commented settings file ``init`` offers (0600), never over anything already
+    there, a symlink included. True when written."""
+    from .safeio import write_new
+
+    return write_new(path, TEMPLATE.encode())
+
+
 def default_home(env: dict[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("AWTY_HOME"):
@@ -186,4 +205,7 @@ TEMPLATE = """\
 # notify_command = 'mail -s "$1" me@example.com'        # run when a cron run has failures
 # misfire = "fire"           # or "skip": after downtime, jobs later than misfire_grace expire
 # misfire_grace = "1h"
+# dropin_kinds = ["http"]    # kinds an envelope dropped into slots/ may create
+# ca_file = "/etc/awty/ca.pem"   # trust this CA for https callbacks (default: the system's)
+# exec_env = true            # exec jobs run with the environment of their `add`, as `at` does
 """

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from functools import lru_cache
+import os
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import Any
 
+from . import wire
 from .config import Settings
 from .errors import InvalidInput
 from .model import Job, Kind, Status, new_id
@@ -21,12 +23,7 @@ SPEC_KEYS = frozenset({
     "idempotency_key", "headers", "max_checks", "horizon", "timeout", "max_attempts",
     "misfire_grace", "id", "cwd",
 })
-_RESERVED_HEADERS = {"host", "content-length", "content-type", "transfer-encoding", "connection",
-                     "webhook-id", "webhook-timestamp", "webhook-signature", "user-agent",
-                     "x-awty-check", "x-awty-attempt"}
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_PY_TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+_ID = wire.ID  # kept importable under its old name: the runner imports it (until the merge)
 _MAX_TEXT = 1024
 # json.dumps with non-default options builds a new encoder per call: build it once.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
@@ -42,13 +39,22 @@ def fingerprint(job: Job) -> str:
 
 def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
           local: tzinfo | None = None, cwd: str | None = None,
-          due: datetime | None = None) -> tuple[Job, str | None]:
+          due: datetime | None = None, kinds: Collection[str] | None = None,
+          environ: Mapping[str, str] | None = None) -> tuple[Job, str | None]:
     """Validate one job spec; raises ``InvalidInput`` naming the offending field.
-    ``due`` (used for dropped-in envelopes) replaces at/in."""
+    ``due`` (used for dropped-in envelopes) replaces at/in, and then the job's kind must be one
+    of ``kinds`` (default: the ``dropin_kinds`` setting). An exec job added (not dropped in)
+    records ``environ`` (default: this process's) when ``exec_env`` is on."""
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise InvalidInput(f"unknown field(s): {', '.join(map(repr, sorted(unknown)))}")
     kind = _kind(spec.get("kind", "http"))
+    if kinds is None and due is not None:
+        kinds = settings.dropin_kinds
+    if kinds is not None and kind.value not in kinds:
+        allowed = ", ".join(kinds) or "none"
+        raise InvalidInput(f"kind: {kind.value} jobs may not be dropped in "
+                           f"(dropin_kinds allows {allowed})")
     target = _target(kind, spec.get("target"), settings)
     payload_json = _payload(spec, settings)
     headers = _headers(spec.get("headers"))
@@ -56,7 +62,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         raise InvalidInput("headers: only http jobs send headers")
     first = ceil_second(due if due is not None else due_time(spec, now, settings, local))
     job_id = spec.get("id")
-    if job_id is not None and (not isinstance(job_id, str) or not _ID.match(job_id)):
+    if job_id is not None and (not isinstance(job_id, str) or not wire.ID.match(job_id)):
         raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
     job = Job(
         id=job_id or new_id(now), kind=kind, target=target, payload_json=payload_json,
@@ -69,9 +75,36 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         idempotency_key=_text(spec, "idempotency_key"),
         cwd=_cwd(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
         created_at=now, updated_at=now,
+        env=_env(environ) if kind is Kind.EXEC and due is None and settings.exec_env else None,
     )
     # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
     return job, fingerprint(job) if job.idempotency_key else None
+
+
+def build_dropin(data: dict[str, Any], name_id: str | None, *, now: datetime,
+                 settings: Settings, slot: datetime,
+                 kinds: Collection[str] | None = None) -> tuple[Job, str | None]:
+    """A job from an envelope dropped into ``slot`` (its due time), named ``name_id`` by its
+    file. Only the kinds in ``kinds`` (default: the ``dropin_kinds`` setting) may be created:
+    a file planted in the slot tree must not run a command. Raises ``InvalidInput``."""
+    return build(envelope_spec(data, name_id), now=now, settings=settings, due=slot,
+                 kinds=settings.dropin_kinds if kinds is None else kinds)
+
+
+def envelope_spec(data: dict[str, Any], name_id: str | None) -> dict[str, Any]:
+    """A dropped-in envelope uses the names of a batch line (plus ``id``); the slot it sits in
+    is its due time. Fields the runner writes itself (v, next_check_at…) are ignored."""
+    spec = {k: v for k, v in data.items()
+            if k not in ("v", "first_check_at", "next_check_at", "check_count")}
+    if "id" not in spec and name_id and wire.ID.match(name_id):
+        spec["id"] = name_id
+    return spec
+
+
+def _env(environ: Mapping[str, str] | None) -> dict[str, str]:
+    from .execenv import capture
+
+    return capture(os.environ if environ is None else environ)
 
 
 def _kind(value: Any) -> Kind:
@@ -90,7 +123,7 @@ def _target(kind: Kind, value: Any, settings: Settings) -> str:
         raise InvalidInput("target: contains a NUL or bytes that are not UTF-8 text")
     if kind is Kind.HTTP:
         return _checked_url(value.strip(), settings)
-    if kind is Kind.PYTHON and not _PY_TARGET.match(value.strip()):
+    if kind is Kind.PYTHON and not wire.PY_TARGET.match(value.strip()):
         raise InvalidInput(f"target: {value!r} is not package.module:function")
     return value
 
@@ -144,16 +177,14 @@ def _headers(value: Any) -> dict[str, str]:
         raise InvalidInput("headers: must be an object of name: value")
     out: dict[str, str] = {}
     for name, v in items:
-        if not isinstance(name, str) or not _TOKEN.match(name):
-            raise InvalidInput(f"header: {name!r} is not a valid header name")
-        if name.lower() in _RESERVED_HEADERS:
-            raise InvalidInput(f"header: {name} is set by awty and cannot be overridden")
-        if not isinstance(v, str) or any(c in v for c in "\r\n\0") or len(v) > 4096 \
-                or not _utf8(v):
-            raise InvalidInput(f"header: the value of {name} is not a single line of text")
+        refusal = wire.header_refusal(name, v)
+        if refusal is None and not _utf8(v):
+            refusal = f"the value of {name} is not UTF-8 text"
+        if refusal is not None:
+            raise InvalidInput(f"header: {refusal}")
         out[name] = v
-    if len(out) > 32:
-        raise InvalidInput("headers: at most 32")
+    if len(out) > wire.MAX_HEADERS:
+        raise InvalidInput(f"headers: at most {wire.MAX_HEADERS}")
     return out
 
 

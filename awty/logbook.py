@@ -8,13 +8,16 @@ import os
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from .safeio import NOFOLLOW, write_new
+
 
 class _PrivateRotatingFileHandler(RotatingFileHandler):
     """Every file it opens (the first, and each one after a rotation) is created 0600 whatever
-    the umask; undecodable text (a file name with stray bytes) is escaped, not an error."""
+    the umask and never through a symlink; undecodable text (a file name with stray bytes) is
+    escaped, not an error."""
 
     def _open(self):
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600)
         return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
 
     def handleError(self, record: logging.LogRecord) -> None:
@@ -27,8 +30,7 @@ def open_log(home: Path, max_bytes: int) -> logging.Logger:
     if not log.handlers:
         path = home / "awty.log"
         try:
-            if not path.exists():
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            write_new(path, b"")  # a planted symlink is refused (ELOOP), never written through
             handler: logging.Handler = _PrivateRotatingFileHandler(
                 path, maxBytes=max_bytes, backupCount=3, delay=True, encoding="utf-8",
                 errors="backslashreplace")

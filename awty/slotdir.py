@@ -17,10 +17,11 @@ from pathlib import Path
 
 from .clock import file_time_now
 from .model import Job
+from .safeio import private_dir_fd, replace_in
 from .slots import iso, parse_slot_id, slot_id
+from .wire import ID
 
 ENVELOPE_VERSION = 1
-_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # what an awty id looks like (Crockford base32)
 _PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
 _CUT_SHORT = re.compile(r"[0-9]{12}\.[0-9a-f]{8}")  # retired, its late files not yet put back
 CUT_SHORT_AGE = 60.0  # seconds: a younger one may be another runner's retire() in progress
@@ -30,7 +31,6 @@ MAX_ENVELOPE_BYTES = 64 * 1024
 _OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
 _NOT_A_DIR = (errno.ENOTDIR, errno.ELOOP)  # what O_NOFOLLOW|O_DIRECTORY says of a symlink
-_OPEN_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
 
 
 def envelope_bytes(job: Job) -> bytes:
@@ -62,13 +62,7 @@ def _link_new(dfd: int, final: str, data: bytes) -> None:
 
 
 def _rename_into(dfd: int, final: str, data: bytes) -> None:
-    tmp = "." + final + ".tmp"
-    fd = os.open(tmp, _OPEN_WRITE, 0o600, dir_fd=dfd)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.rename(tmp, final, src_dir_fd=dfd, dst_dir_fd=dfd)
+    replace_in(dfd, final, data)  # a fresh temp name (O_EXCL, O_NOFOLLOW), renamed over
 
 
 def _private_dirs(path: Path) -> None:
@@ -84,6 +78,19 @@ def _is_real_dir(path: str) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except FileNotFoundError:
         return False
+
+
+def _read_note(path: Path) -> str | None:
+    try:
+        fd = os.open(path, _OPEN_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, REASON_LIMIT).decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
 
 
 _PURGES: list = []  # the detached removals this process started (reaped as they end)
@@ -107,8 +114,20 @@ class Entry:
     job_id: str | None  # the id the file name carries (<id>.json), if it looks like one
 
 
+@dataclass(frozen=True)
+class Rejected:
+    """A file set aside in ``rejected/<slot>/``, and why (its ``.reason`` note)."""
+    path: Path
+    slot: str
+    reason: str | None
+
+
+REASON_LIMIT = 4096  # bytes of a .reason note read back
+
+
 class SlotTree:
     def __init__(self, home: Path):
+        self.home = home
         self.root = home / "slots"
         self.rejected = home / "rejected"
         self.locks = home / "locks"
@@ -120,9 +139,13 @@ class SlotTree:
         return self.root / slot_id(slot)
 
     def _ensure(self, sid: str) -> Path:
+        """The slot's directory, made if missing; OSError ENOTDIR when it (or ``slots/``) is
+        a symlink: files moved back into a slot never land outside the tree."""
         path = self.root / sid
         if sid not in self._made:
             _private_dirs(path)
+            if not (_is_real_dir(str(self.root)) and _is_real_dir(str(path))):
+                raise OSError(errno.ENOTDIR, f"{path} is not a directory of the slot tree")
             self._made.add(sid)
         return path
 
@@ -156,17 +179,23 @@ class SlotTree:
         fd = self._fds.get(sid)
         if fd is None:
             try:
-                self._ensure(sid)
-                fd = os.open(self.root / sid, _OPEN_DIR)
-            except OSError as e:  # EEXIST: mkdir met a dangling link or a file
-                if e.errno not in (*_NOT_A_DIR, errno.EEXIST) \
-                        or not self.set_aside_slot_link(parse_slot_id(sid)):
+                fd = self._open_slot(sid)
+            except OSError as e:
+                if e.errno not in _NOT_A_DIR or not self.set_aside_slot_link(parse_slot_id(sid)):
                     raise
-                self._ensure(sid)  # a real directory in place of the link set aside
-                fd = os.open(self.root / sid, _OPEN_DIR)
+                fd = self._open_slot(sid)  # a real directory in place of the link set aside
             if len(self._fds) >= 256:  # evict the oldest, not all: batches span many slots
                 os.close(self._fds.pop(next(iter(self._fds))))
             self._fds[sid] = fd
+        return fd
+
+    def _open_slot(self, sid: str) -> int:
+        """Neither ``slots/`` nor the slot directory may be a symlink: a write never lands
+        outside the tree."""
+        if not self.home.is_dir():
+            _private_dirs(self.home)
+        fd = private_dir_fd(self.home, "slots", sid)
+        self._made.add(sid)
         return fd
 
     def _forget(self, sid: str) -> None:
@@ -322,7 +351,7 @@ class SlotTree:
         finally:
             os.close(fd)
         for name in names:
-            job_id = name[:-5] if name.endswith(".json") and _ID.fullmatch(name[:-5]) else None
+            job_id = name[:-5] if name.endswith(".json") and ID.fullmatch(name[:-5]) else None
             yield Entry(name, path / name, job_id)
 
     def read(self, entry: Entry) -> dict:
@@ -353,17 +382,43 @@ class SlotTree:
         return data
 
     def set_aside(self, entry: Entry, slot: datetime, reason: str) -> Path:
-        """Move a bad file out of the slot into ``rejected/<slot>/`` with a ``.reason`` note."""
-        dest_dir = self.rejected / slot_id(slot)
-        _private_dirs(dest_dir)
-        dest = dest_dir / entry.name
-        os.replace(entry.path, dest)  # rename moves a symlink itself, never its target
-        fd = os.open(dest_dir / (entry.name + ".reason"), _OPEN_WRITE, 0o600)
+        """Move a bad file out of the slot into ``rejected/<slot>/`` with a ``.reason`` note.
+        Neither ``rejected/`` nor its slot directory is followed if it is a symlink (OSError)."""
+        sid = slot_id(slot)
+        dfd = private_dir_fd(self.home, "rejected", sid)
         try:
-            os.write(fd, (reason + "\n").encode("utf-8", "backslashreplace"))
+            # rename moves a symlink itself, never its target
+            os.rename(entry.path, entry.name, dst_dir_fd=dfd)
+            replace_in(dfd, entry.name + ".reason",
+                       (reason + "\n").encode("utf-8", "backslashreplace"))
         finally:
-            os.close(fd)
-        return dest
+            os.close(dfd)
+        return self.rejected / sid / entry.name
+
+    def rejected_files(self) -> list[Rejected]:
+        """Every file set aside, oldest slot first, with its reason (for ``doctor``). Nothing
+        under ``rejected/`` is followed through a symlink."""
+        out: list[Rejected] = []
+        try:
+            slots = sorted(e.name for e in os.scandir(self.rejected)
+                           if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        for sid in slots:
+            path = self.rejected / sid
+            try:
+                names = sorted(os.listdir(path))
+            except OSError:
+                continue
+            have = set(names)
+            for name in names:
+                if name.startswith(".") or name.endswith(".reason"):
+                    continue
+                reason = None
+                if name + ".reason" in have:
+                    reason = _read_note(path / (name + ".reason"))
+                out.append(Rejected(path / name, sid, reason))
+        return out
 
     def set_aside_slot_link(self, slot: datetime) -> str | None:
         """A slot must be a real directory. A symlink (or any non-directory) in its place is

@@ -18,6 +18,7 @@ from awty.clock import FixedClock
 
 freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent"])
 
+PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 T0 = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 
 
@@ -25,7 +26,8 @@ T0 = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 def _environment(monkeypatch, tmp_path):
     monkeypatch.setenv("COLUMNS", "200")
     for name in list(os.environ):
-        if name.startswith("AWTY_"):
+        # a developer's proxy would carry the tests' callbacks to 127.0.0.1 through it
+        if name.startswith("AWTY_") or name.lower() in PROXY_VARS:
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     # `awty systemd --install` (an example the tests run) writes under it

@@ -25,6 +25,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+from ..execenv import restore
 from ..model import Attempt, Job
 
 # Environment variables the child must never see (the secret itself, and where it lives).
@@ -185,8 +186,9 @@ async def run_process(argv: list[str], *, stdin: bytes, cwd: str | None, env: di
 
 
 def job_env(job: Job, attempt: Attempt) -> dict[str, str]:
-    """The child's environment: ours, without the signing secret, plus the job's context."""
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    """The child's environment: the one recorded when the job was added (else ours), never
+    the signing secret, plus the job's context."""
+    env = restore(job.env, os.environ, SECRET_ENV)
     env.update({
         "AWTY_JOB_ID": job.id,
         "AWTY_ENTITY": job.entity_name or "",

@@ -10,18 +10,21 @@ there is no DNS-rebinding window. Redirects are never followed.
 Answers (SPEC 4): 2xx -> DONE, or RECHECK when the JSON body has ``recheck_at``/``recheck_in``
 or the status is 202 with ``Retry-After``; 410 -> GONE; 408/425/429/5xx, timeouts and
 connection errors -> RETRY (honouring ``Retry-After``); 3xx and other 4xx -> FAIL.
-A per-host circuit breaker defers a host's remaining jobs after repeated connection failures or
-timeouts. ``run`` never raises for a job's failure.
+Circuit breakers per host and per endpoint (``breaker``) defer the remaining jobs of a host or
+an endpoint that keeps failing. HTTP(S) proxies come from the environment as curl reads them
+(``proxy``); the target's name is resolved and checked here all the same. A certificate that
+fails verification is a permanent failure. ``run`` never raises for a job's failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from json.encoder import encode_basestring_ascii as _json_str  # type: ignore[attr-defined]
@@ -29,7 +32,7 @@ from urllib.parse import quote, urlsplit
 
 import httptools
 
-from .. import netguard, signing
+from .. import netguard, signing, wire
 from .._version import __version__
 from ..clock import Clock
 from ..config import Settings
@@ -37,21 +40,14 @@ from ..errors import InvalidInput
 from ..model import Answer, Attempt, Job, Result
 from ..slots import iso
 from .base import recheck_from_text, truncate
+from .breaker import HOST_WIDE, Breaker
+from .proxy import Proxies, Proxy, ProxyError, open_tunnel
 
 OUTPUT_CHARS = 500  # Result.output keeps this much of the response body
 # httptools keeps a header's value whole until it ends: bound the header block (and a stream of
 # interim 1xx responses), or a receiver sending one endless header grows memory without limit.
 MAX_HEAD_BYTES = 256 * 1024
 RETRYABLE_STATUS = frozenset({408, 425, 429})
-# Headers awty writes itself; a job's own headers may not replace or duplicate them, nor change
-# the message framing (hop-by-hop headers).
-RESERVED_HEADERS = frozenset({
-    "host", "content-length", "content-type", "user-agent", "transfer-encoding", "connection",
-    "keep-alive", "te", "trailer", "upgrade", "expect", "proxy-connection",
-    "x-awty-check", "x-awty-attempt",
-})
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _VISIBLE = re.compile(r"[!-~]+")
 
 _monotonic = time.monotonic
@@ -222,10 +218,11 @@ class _Conn(asyncio.Protocol):
 
 # --- per host and per target state -----------------------------------------------------------
 class _Pool:
-    __slots__ = ("key", "host", "port", "tls", "sni", "idle", "sem", "failures", "addrs",
-                 "refusal", "dns_error", "resolving")
+    __slots__ = ("key", "host", "port", "tls", "sni", "idle", "sem", "breaker", "addrs",
+                 "refusal", "dns_error", "resolving", "proxy")
 
-    def __init__(self, key: tuple[str, str, int], host: str, sni: str, limit: int):
+    def __init__(self, key: tuple[str, str, int], host: str, sni: str, limit: int,
+                 proxy: Proxy | None = None):
         self.key = key
         self.host = host  # for messages: the host as the URL names it
         self.port = key[2]
@@ -233,7 +230,8 @@ class _Pool:
         self.sni = sni
         self.idle: list[_Conn] = []
         self.sem = asyncio.Semaphore(limit)
-        self.failures = 0  # consecutive connection failures / timeouts (the circuit breaker)
+        self.breaker = Breaker()
+        self.proxy = proxy
         self.addrs: list[tuple[int, tuple]] | None = None
         self.refusal: str | None = None
         self.dns_error: str | None = None
@@ -241,12 +239,15 @@ class _Pool:
 
 
 class _Target:
-    __slots__ = ("error", "pool", "head")
+    __slots__ = ("error", "pool", "head", "path", "ep")
 
-    def __init__(self, error: str | None = None, pool: _Pool | None = None, head: str = ""):
+    def __init__(self, error: str | None = None, pool: _Pool | None = None, head: str = "",
+                 path: str = "", ep: Breaker | None = None):
         self.error = error
         self.pool = pool
         self.head = head  # request line + Host + the fixed headers
+        self.path = path  # the endpoint's path (no query), for its breaker and messages
+        self.ep = ep
 
 
 def _oserror_text(e: BaseException) -> str:
@@ -285,18 +286,23 @@ def _parse_retry_after(raw: bytes | None, now: datetime) -> float | None:
     return max(0.0, (at - now).total_seconds())
 
 
+def _authority(pool: _Pool) -> str:
+    host = f"[{pool.sni}]" if ":" in pool.sni else pool.sni
+    return f"{host}:{pool.port}"
+
+
 # --- the executor ----------------------------------------------------------------------------
 class HttpExecutor:
     """Runs ``http`` jobs. Create it inside the event loop that will run it (or let it bind to
     the running loop on the first ``run``); call ``close`` once after the last ``run``."""
 
     def __init__(self, settings: Settings, clock: Clock, secret: bytes | None,
-                 user_agent: str = f"awty/{__version__}"):
+                 user_agent: str = f"awty/{__version__}", env: Mapping[str, str] | None = None):
         self._settings = settings
         self._clock = clock
         self._secret = secret
         self._fixed = (f"Content-Type: application/json\r\nUser-Agent: {user_agent}\r\n")
-        if _BAD_VALUE.search(user_agent):
+        if wire.HEADER_VALUE_BAD.search(user_agent):
             raise ValueError("user_agent contains control characters")
         self._cap = max(0, int(settings.max_response_bytes))
         self._threshold = max(1, int(settings.breaker_threshold))
@@ -304,6 +310,8 @@ class HttpExecutor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._targets: dict[str, _Target] = {}
         self._pools: dict[tuple[str, str, int], _Pool] = {}
+        self._endpoints: dict[tuple[tuple[str, str, int], str], Breaker] = {}
+        self._proxies = Proxies.from_env(os.environ if env is None else env)
         self._conns: set[_Conn] = set()
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
@@ -320,18 +328,18 @@ class HttpExecutor:
             return Result(Answer.FAIL, error=t.error)
         pool = t.pool
         assert pool is not None
-        if pool.failures >= self._threshold:
-            return self._deferred(pool)
+        if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
+            return self._deferred(pool, t)
         async with pool.sem:
-            if pool.failures >= self._threshold:  # opened while this job waited its turn
-                return self._deferred(pool)
+            if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
+                return self._deferred(pool, t)  # opened while this job waited its turn
             t0 = _monotonic()
             timeout = attempt.timeout
             try:
                 async with asyncio.timeout(timeout):
                     return await self._attempt(job, attempt, t, pool, loop, t0)
             except TimeoutError:
-                pool.failures += 1
+                self._failed(t, pool)
                 return Result(Answer.RETRY, error=f"timeout after {_seconds_text(timeout)}",
                               duration=_monotonic() - t0)
 
@@ -358,6 +366,7 @@ class HttpExecutor:
             self._conns.clear()
             self._targets.clear()
             self._pools.clear()
+            self._endpoints.clear()
         self._loop = loop
 
     def _target(self, url: str) -> _Target:
@@ -394,13 +403,38 @@ class HttpExecutor:
         key = (scheme, ascii_host, port)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = _Pool(key, host, ascii_host, self._per_host)
-        head = f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\n{self._fixed}"
-        return _Target(pool=pool, head=head)
+            proxy = self._proxies.for_target(scheme, ascii_host, port)
+            pool = self._pools[key] = _Pool(key, host, ascii_host, self._per_host, proxy)
+        if pool.proxy is not None and pool.proxy.error is not None:
+            return _Target(error=pool.proxy.error)
+        if pool.proxy is not None and not pool.tls:
+            # a forward proxy takes the absolute form; https goes through a CONNECT tunnel
+            line = f"POST {scheme}://{host_header}{path} HTTP/1.1\r\n{pool.proxy.auth_line}"
+        else:
+            line = f"POST {path} HTTP/1.1\r\n"
+        ep_path = quote(parts.path or "/", safe="/%!$&'()*+,;=:@-._~")
+        ep = self._endpoints.get((key, ep_path))
+        if ep is None:
+            ep = self._endpoints[(key, ep_path)] = Breaker()
+        head = f"{line}Host: {host_header}\r\n{self._fixed}"
+        return _Target(pool=pool, head=head, path=ep_path, ep=ep)
 
-    def _deferred(self, pool: _Pool) -> Result:
-        return Result(Answer.RETRY, deferred=True,
-                      error=f"host {pool.host} unreachable: deferred (circuit open)")
+    def _deferred(self, pool: _Pool, t: _Target) -> Result:
+        if pool.breaker.open:
+            error = f"host {pool.host} unreachable: deferred (circuit open)"
+        else:
+            error = f"endpoint {pool.host}{t.path[:200]} failing: deferred (circuit open)"
+        return Result(Answer.RETRY, deferred=True, error=error)
+
+    def _failed(self, t: _Target, pool: _Pool) -> None:
+        """A timeout or a connection dropped before an answer: the endpoint's failure, and the
+        host's when other endpoints fail too (``breaker``)."""
+        t.ep.failure(self._threshold, t.path)  # type: ignore[union-attr]
+        pool.breaker.failure(self._threshold, t.path, spread=True)
+
+    def _answered(self, t: _Target, pool: _Pool) -> None:
+        t.ep.success()  # type: ignore[union-attr]
+        pool.breaker.success()
 
     # -- one attempt ------------------------------------------------------------------------
     def _request(self, job: Job, attempt: Attempt, t: _Target) -> bytes | str:
@@ -416,12 +450,11 @@ class HttpExecutor:
         if job.headers:
             lines = []
             for name, value in job.headers.items():
-                lname = str(name).lower()
-                if lname in RESERVED_HEADERS or lname.startswith("webhook-"):
-                    continue
-                value = str(value)
-                if not _TOKEN.fullmatch(str(name)) or _BAD_VALUE.search(value):
-                    return f"header {str(name)[:60]!r}: invalid name or value"
+                if wire.is_reserved(str(name)):
+                    continue  # stored before add refused it: never sent, it would break framing
+                refusal = wire.header_refusal(name, value)
+                if refusal is not None:
+                    return f"header: {refusal[:200]}"
                 lines.append(f"{name}: {value}\r\n")
             extra = "".join(lines)
         if self._secret is not None:
@@ -469,11 +502,11 @@ class HttpExecutor:
                         return got  # type: ignore[return-value]
                     conn = got  # type: ignore[assignment]
                     continue
-                pool.failures += 1
+                self._failed(t, pool)
                 return Result(Answer.RETRY, error=str(e), duration=_monotonic() - t0)
             except _BadResponse as e:
                 conn.abort()  # type: ignore[union-attr]
-                pool.failures = 0  # it answered something: the host is reachable
+                self._answered(t, pool)  # it answered something: the host is reachable
                 return Result(Answer.RETRY, error=str(e), duration=_monotonic() - t0)
             except BaseException:
                 conn.abort()  # type: ignore[union-attr]
@@ -485,7 +518,7 @@ class HttpExecutor:
             idle.append(c)
         else:
             c.abort()
-        pool.failures = 0
+        self._answered(t, pool)
         return self._answer(c.status, c.body(), c.retry_after, c.truncated, _monotonic() - t0)
 
     async def _connect(self, pool: _Pool, loop: asyncio.AbstractEventLoop,
@@ -497,34 +530,75 @@ class HttpExecutor:
         if pool.refusal is not None:
             return Result(Answer.FAIL, error=pool.refusal, duration=_monotonic() - t0)
         if pool.dns_error is not None:
-            pool.failures += 1
+            pool.breaker.failure(self._threshold, HOST_WIDE, spread=True)
             return Result(Answer.RETRY, error=pool.dns_error, duration=_monotonic() - t0)
         ctx = None
         if pool.tls:
-            ctx = self._ssl
-            if ctx is None:
-                ctx = self._ssl = ssl.create_default_context()
+            try:
+                ctx = self._tls_context()
+            except (OSError, ssl.SSLError) as e:  # an operator's setting: fixed, jobs go on
+                return Result(Answer.RETRY, duration=_monotonic() - t0,
+                              error=f"ca_file {self._settings.ca_file}: cannot load "
+                                    f"({_oserror_text(e)})")
+        proxy = pool.proxy
+        if proxy is not None:
+            try:
+                addrs = await self._proxy_addrs(proxy, loop)
+            except OSError as e:
+                pool.breaker.failure(self._threshold, HOST_WIDE, spread=True)
+                return Result(Answer.RETRY, duration=_monotonic() - t0,
+                              error=f"cannot resolve proxy {proxy.host}: {_oserror_text(e)}")
+        else:
+            addrs = pool.addrs  # type: ignore[assignment]
         last: BaseException | None = None
-        for family, sockaddr in pool.addrs:  # type: ignore[union-attr]
+        for family, sockaddr in addrs:
             sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             try:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, sockaddr)
+                if proxy is not None and ctx is not None:
+                    await open_tunnel(loop, sock, proxy, _authority(pool))
                 _, conn = await loop.create_connection(
                     self._factory, sock=sock, ssl=ctx,
                     server_hostname=pool.sni if ctx is not None else None)
-            except OSError as e:  # includes ssl.SSLError
+            except ssl.SSLCertVerificationError as e:
+                # The name or the chain is wrong: no retry will make it right.
+                sock.close()
+                return Result(Answer.FAIL, error=_oserror_text(e), duration=_monotonic() - t0)
+            except (OSError, ProxyError) as e:  # OSError includes ssl.SSLError
                 sock.close()
                 last = e
+                if isinstance(e, ProxyError):
+                    break  # the proxy answered: another address of it would answer the same
                 continue
             except BaseException:
                 sock.close()
                 raise
             self._conns.add(conn)
             return conn
-        pool.failures += 1
-        return Result(Answer.RETRY, error=_oserror_text(last) if last else "no address to use",
-                      duration=_monotonic() - t0)
+        pool.breaker.failure(self._threshold, HOST_WIDE, spread=True)
+        error = _oserror_text(last) if last else "no address to use"
+        if proxy is not None and not isinstance(last, ProxyError):
+            error = f"proxy {proxy.host}:{proxy.port}: {error}"
+        return Result(Answer.RETRY, error=error, duration=_monotonic() - t0)
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """The system's trust store (or SSL_CERT_FILE / SSL_CERT_DIR, as OpenSSL reads them),
+        plus ``ca_file`` when set: a private CA is trusted beside the public ones."""
+        ctx = self._ssl
+        if ctx is None:
+            ctx = ssl.create_default_context()
+            if self._settings.ca_file:
+                ctx.load_verify_locations(cafile=os.path.expanduser(self._settings.ca_file))
+            self._ssl = ctx
+        return ctx
+
+    async def _proxy_addrs(self, proxy: Proxy, loop: asyncio.AbstractEventLoop
+                           ) -> list[tuple[int, tuple]]:
+        """The proxy's addresses: the operator's choice, so not checked by netguard."""
+        infos = await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM,
+                                       proto=socket.IPPROTO_TCP)
+        return [(f, a) for f, _t, _p, _n, a in infos if f in (socket.AF_INET, socket.AF_INET6)]
 
     def _factory(self) -> _Conn:
         return _Conn(self._cap, self._conns.discard)

@@ -7,22 +7,22 @@ on the original stdout:
 ``{"ok": false, "error": "Type: message", "retryable": bool}``.
 The function's own prints (fd 1 and fd 2) go to stderr, which the executor keeps as output.
 
-Keep the imports lean: stdlib and ``awty.model`` only (it starts once per call).
+Keep the imports lean: stdlib, ``awty.model`` and ``awty.wire`` only (it starts once per call).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from dataclasses import fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from awty.model import Job, Kind, Status
+from awty.wire import PY_TARGET
 
-TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+TARGET = PY_TARGET  # the one rule, shared with add
 MESSAGE_LIMIT = 4000  # characters of an exception message sent back (the executor cuts more)
 
 _DATETIME_FIELDS = frozenset(f.name for f in fields(Job) if "datetime" in str(f.type))
