@@ -39,7 +39,7 @@ from .store import (
     check_resolution,
     check_schema_and_integrity,
 )
-from .tree import check_retired, check_tree
+from .tree import check_rejected, check_retired, check_tree
 
 __all__ = ["STORE_CHECKS", "Finding", "Report", "check_cron", "diagnose", "diagnose_home"]
 
@@ -49,7 +49,7 @@ Check = Callable[[Ctx], Finding | Iterable[Finding]]
 STORE_CHECKS: list[Check] = [check_leases, check_resolution, check_tree, check_retired,
                              check_past_slots, check_last_slot]
 # Checks of files awty keeps beside the store.
-FILE_CHECKS: list[Check] = [check_locks]
+FILE_CHECKS: list[Check] = [check_locks, check_rejected]
 
 
 # --- entry points --------------------------------------------------------------------------

@@ -139,3 +139,18 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def check_rejected(ctx: Ctx) -> Finding:
+    """Files the runner set aside in ``rejected/`` instead of importing (bad envelopes, kinds
+    not in ``dropin_kinds``, planted links). They harm nothing there, so this is a warning;
+    the operator reads the reasons and deletes them."""
+    found = ctx.a.tree.rejected_files()
+    if not found:
+        return Finding("rejected", True, "no files set aside in rejected/")
+    shown = "; ".join(f"{f.slot}/{f.path.name}: {(f.reason or 'no reason noted').strip()}"
+                      for f in found[:3])
+    more = f" … and {len(found) - 3} more" if len(found) > 3 else ""
+    return Finding("rejected", True, f"{len(found)} file(s) set aside in "
+                   f"{ctx.a.tree.rejected}: {shown}{more} (read, then delete them)",
+                   warning=True)

@@ -61,6 +61,10 @@ def test_exec_and_python_drop_ins_are_set_aside_not_run(home, tmp_path, rx):
     assert "dropin_kinds" in rejected["py.json"].reason
     assert rejected["cmd.json"].slot == sid
     assert json.loads(rejected["cmd.json"].path.read_text())["target"] == f"touch {proof}"
+    doc = json.loads(run_cli(["doctor", "--json"], env).stdout)
+    f = next(f for f in doc["findings"] if f["check"] == "rejected")
+    assert f["status"] == "warning" and "2 file(s) set aside" in f["detail"]
+    assert "/cmd.json: kind: exec jobs may not be dropped in" in f["detail"]
 
 
 def test_dropin_kinds_setting_lets_exec_in(home, clock, tmp_path):
