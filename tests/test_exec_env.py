@@ -132,20 +132,6 @@ def test_without_a_record_the_runner_environment_is_used(tmp_path, monkeypatch):
 
 
 # --- the whole path: add from a shell, run under cron's bare environment ----------------------
-def _store_keeps_env() -> bool:
-    """Whether the store persists Job.env (it does once the `seams` branch lands)."""
-    import tempfile
-
-    from awty.api import Awty
-
-    with tempfile.TemporaryDirectory() as d, Awty(Path(d), env={}) as a:
-        job = a.add("true", kind="exec", in_="1h").job
-        return a.get_pending(job.id).env is not None
-
-
-@pytest.mark.xfail(not _store_keeps_env(), strict=True,
-                   reason="needs the store to persist Job.env (seams branch); remove the mark "
-                          "when it lands")
 def test_cli_add_then_run_under_a_bare_environment(home, tmp_path):
     bindir = tool_dir(tmp_path)
     out = tmp_path / "out.txt"
