@@ -41,7 +41,7 @@ def mk(slot: datetime = S1, *, kind: Kind = Kind.HTTP, entity: str | None = None
        key: str | None = None, idem: str | None = None, **fields) -> Job:
     return Job(
         id=fields.pop("id", None) or _next_id(), kind=kind, target="http://127.0.0.1:9/cb",
-        payload_json='{"n": 1}', headers={}, entity_name=entity, entity_key=key,
+        payload_json='{"n": 1}', headers=fields.pop("headers", {}), entity_name=entity, entity_key=key,
         first_check_at=slot, next_check_at=slot, idempotency_key=idem, created_at=NOW,
         updated_at=NOW, **fields,
     )
@@ -201,10 +201,11 @@ def test_find_reports_pending_slot_or_none_for_history(store):
 
 
 def test_match_ids_prefix_over_pending_and_history(store):
-    jobs = add(store, *(mk(S1) for _ in range(4)))
+    jobs = add(store, *(mk(S1, id=f"01JD4X{'0' * 18}{n:02d}") for n in range(4)))
+    add(store, mk(S1))
     claimed = claim(store, S1, limit=1)
     store.finish([end(claimed[0])], owner=A, now=NOW)
-    prefix = jobs[0].id[:10]  # shared by ids made a few milliseconds apart
+    prefix = "01JD4X"
     assert store.match_ids(prefix, 10) == ids(jobs)
     assert store.match_ids(prefix, 2) == ids(jobs[:2])
     assert store.match_ids(jobs[3].id, 10) == [jobs[3].id]
