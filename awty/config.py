@@ -4,6 +4,7 @@ Pure merge and validation; an unknown key or a bad value is an error naming wher
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ class Settings:
     busy_timeout: float = 5.0  # seconds SQLite waits for a lock
     history_output_bytes: int = 2000
     log_max_bytes: int = 1_000_000
+    database_url: str | None = None  # postgresql://…: the PostgreSQL store instead of SQLite
+    database_schema: str = "awty"  # the PostgreSQL schema holding awty's tables
 
 
 _DURATION_KEYS = {"timeout", "horizon", "max_delay", "misfire_grace", "lease", "busy_timeout",
@@ -51,6 +54,7 @@ _INT_KEYS = {"resolution", "concurrency", "per_host_concurrency", "max_checks", 
 _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size": 100_000,
             "quick_retries": 10, "max_checks": 1_000_000, "max_attempts": 1_000}
 KEYS = tuple(f.name for f in fields(Settings))
+SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # a PostgreSQL name, never quoted wrong
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
@@ -106,6 +110,17 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 return None
             if not isinstance(value, str):
                 raise ValueError("must be a file path")
+            return value
+        if key == "database_url":
+            if value in (None, ""):
+                return None
+            if not isinstance(value, str) or not value.startswith(("postgresql://",
+                                                                    "postgres://")):
+                raise ValueError("must be a postgresql:// URL")
+            return value
+        if key == "database_schema":
+            if not isinstance(value, str) or not SCHEMA_NAME.fullmatch(value):
+                raise ValueError("must be a plain SQL name (letters, digits, _)")
             return value
     except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""
@@ -181,4 +196,6 @@ TEMPLATE = """\
 # signing_secret_file = "/etc/awty/secret"              # or AWTY_SIGNING_SECRET
 # misfire = "fire"           # or "skip": after downtime, jobs later than misfire_grace expire
 # misfire_grace = "1h"
+# database_url = "postgresql://awty@db.example.com/awty"  # several hosts: PostgreSQL store
+# database_schema = "awty"
 """

@@ -34,6 +34,9 @@ ALIVE = """SELECT objid::bigint FROM pg_locks
 # session not held. The alive set is a hashed subplan, computed once per statement.
 CLAIMABLE = ("(f.status = 'pending' OR (f.lease_until <= %(now)s AND (f.lease_key IS NULL "
              "OR f.lease_key NOT IN (" + ALIVE + "))))")
+# A claimer never takes back its own expired leases: those jobs are still in its hands (its
+# clock jumped past their lease), and claiming them again would run them twice.
+NOT_MINE = "f.lease_owner IS DISTINCT FROM %(owner)s"
 RUNNING = ("(f.status = 'in_flight' AND f.started_at IS NOT NULL AND (f.lease_until > %(now)s "
            "OR f.lease_key IN (" + ALIVE + ")))")
 
@@ -65,7 +68,7 @@ TEXTS = {
     "history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history",
     "claim": f"""WITH c AS (
         SELECT f.id FROM {{s}}.future_job f
-        WHERE f.next_check_at = %(slot)s AND {CLAIMABLE} {{shard}}
+        WHERE f.next_check_at = %(slot)s AND {CLAIMABLE} AND {NOT_MINE} {{shard}}
         ORDER BY f.next_check_at, f.id LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED)
     UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
@@ -73,7 +76,7 @@ TEXTS = {
     FROM c WHERE f.id = c.id RETURNING {_FJOB}""",
     "claim_ids": f"""WITH c AS (
         SELECT f.id FROM {{s}}.future_job f
-        WHERE f.id = ANY(%(ids)s) AND {CLAIMABLE}
+        WHERE f.id = ANY(%(ids)s) AND {CLAIMABLE} AND {NOT_MINE}
         ORDER BY f.next_check_at, f.id
         FOR UPDATE SKIP LOCKED)
     UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,

@@ -22,10 +22,24 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
+from ..config import SCHEMA_NAME
 from ..errors import Conflict, InvalidInput, JobNotFound, StoreError
 from ..model import (
-    Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, Kind, LeaseGroup,
-    Outcome, Reslot, Status, StoreHealth, StoreStats,
+    Added,
+    Answer,
+    CancelResult,
+    Decision,
+    End,
+    Execution,
+    HistoryRow,
+    Job,
+    Kind,
+    LeaseGroup,
+    Outcome,
+    Reslot,
+    Status,
+    StoreHealth,
+    StoreStats,
 )
 from . import pg_migrations
 from .pg_sql import Sql
@@ -47,7 +61,6 @@ _ERROR_CHARS = 2000
 _REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
 _KINDS = {k.value: k for k in Kind}
 _STATUSES = {s.value: s for s in Status}
-_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -121,7 +134,7 @@ def _one_line(e: BaseException) -> str:
 class PostgresStore:
     def __init__(self, url: str, *, schema: str = "awty", create: bool = False,
                  pool_size: int = 4, connect_timeout: float = 5.0):
-        if not _SCHEMA_NAME.fullmatch(schema):
+        if not SCHEMA_NAME.fullmatch(schema):
             raise InvalidInput(f"database_schema {schema!r} is not a plain SQL name "
                                "(letters, digits, _)")
         self.url, self.schema = url, schema
@@ -136,6 +149,7 @@ class PostgresStore:
         self.sql = Sql(schema)
         self._owner_class = _key(f"awty-owner:{schema}")
         self._slot_class = _key(f"awty-slot:{schema}")
+        self._idempotency_class = _key(f"awty-idempotency:{schema}")
         self._sessions: dict[str, psycopg.Connection] = {}
         self._pool: ConnectionPool | None = None
         try:
@@ -231,7 +245,7 @@ class PostgresStore:
             known: dict[str, tuple[Job, str | None]] = {}
             if keys:
                 # Two adders of one new key wait for each other here, not on the unique index.
-                cur.execute(self.sql.key_lock, (self._owner_class, [_key(k) for k in keys]))
+                cur.execute(self.sql.key_lock, (self._idempotency_class, [_key(k) for k in keys]))
                 cur.execute(self.sql.by_keys, (keys,))
                 known = {r[0]: (_row_to_job(r[2:]), r[1]) for r in cur.fetchall()}
                 missing = [k for k in keys if k not in known]

@@ -16,7 +16,17 @@ import pytest
 
 from awty.errors import Conflict, JobNotFound
 from awty.model import (
-    Added, Answer, End, Execution, Job, Kind, Outcome, Reslot, Result, Status, new_id,
+    Added,
+    Answer,
+    End,
+    Execution,
+    Job,
+    Kind,
+    Outcome,
+    Reslot,
+    Result,
+    Status,
+    new_id,
 )
 
 try:
@@ -41,7 +51,8 @@ def mk(slot: datetime = S1, *, kind: Kind = Kind.HTTP, entity: str | None = None
        key: str | None = None, idem: str | None = None, **fields) -> Job:
     return Job(
         id=fields.pop("id", None) or _next_id(), kind=kind, target="http://127.0.0.1:9/cb",
-        payload_json='{"n": 1}', headers=fields.pop("headers", {}), entity_name=entity, entity_key=key,
+        payload_json='{"n": 1}', headers=fields.pop("headers", {}), entity_name=entity,
+        entity_key=key,
         first_check_at=slot, next_check_at=slot, idempotency_key=idem, created_at=NOW,
         updated_at=NOW, **fields,
     )
@@ -296,6 +307,16 @@ def test_lease_boundary_expired_at_equal_now(store):
     assert claim(store, S1, owner=B, now=lease_until - timedelta(seconds=1)) == []
     [taken] = claim(store, S1, owner=B, now=lease_until)
     assert taken.id == j.id and taken.lease_owner == B
+
+
+def test_claimer_never_takes_back_its_own_expired_leases(store):
+    [j] = add(store, mk(S1))
+    lease_until = NOW + timedelta(seconds=30)
+    store.claim(S1, now=NOW, owner=A, lease_until=lease_until, limit=10)
+    later = lease_until + MIN  # A's clock jumped: the job is still in A's hands
+    assert claim(store, S1, owner=A, now=later) == []
+    assert store.claim_ids([j.id], now=later, owner=A, lease_until=later + MIN) == []
+    assert ids(claim(store, S1, owner=B, now=later)) == [j.id]
 
 
 def test_live_owner_claims_never_taken_over(store, case, holders):
