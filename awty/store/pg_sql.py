@@ -12,17 +12,31 @@ JOB_COLUMNS = (
     "created_at", "updated_at", "last_error", "lease_owner", "lease_until", "started_at",
 )
 _JOB = ", ".join(JOB_COLUMNS)
+# Binary COPY (several times faster than text for timestamps) needs each column's type.
+JOB_COPY_TYPES = (
+    "text", "text", "text", "text", "text", "text", "text", "text", "timestamptz",
+    "timestamptz", "int4", "int4", "text", "int4", "float8", "float8", "int4", "float8", "text",
+    "text", "timestamptz", "timestamptz", "text", "text", "timestamptz", "timestamptz",
+    "text", "int8",  # fingerprint, shard_key
+)
 _FJOB = ", ".join("f." + c for c in JOB_COLUMNS)
 HISTORY_COLUMNS = (
     "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
     "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
     "last_status", "error", "output", "idempotency_key", "fingerprint", "payload", "job",
 )
+HISTORY_COPY_TYPES = (
+    "text", "text", "text", "text", "text", "text", "text", "int4", "int4", "timestamptz",
+    "timestamptz", "timestamptz", "float8", "float8", "int4", "text", "text", "text", "text",
+    "text", "text",
+)
 _HISTORY_READ = ("id, kind, target, entity_name, entity_key, outcome, reason, checks, attempts, "
                  "first_check_at, ended_at, created_at, duration_ms, last_status, error, output, "
                  "payload")
 EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "status",
                      "duration_ms", "lateness_ms", "error")
+EXECUTION_COPY_TYPES = ("text", "timestamptz", "text", "int4", "int4", "text", "int4", "float8",
+                        "float8", "text")
 
 # The advisory-lock keys (classid) of the owners' sessions and of slot locks; objid is the
 # owner's / slot's 31-bit key. pg_locks shows who holds them: that is "alive".
@@ -41,9 +55,12 @@ RUNNING = ("(f.status = 'in_flight' AND f.started_at IS NOT NULL AND (f.lease_un
            "OR f.lease_key IN (" + ALIVE + ")))")
 
 TEXTS = {
-    "copy_jobs": f"COPY {{s}}.future_job ({_JOB}, fingerprint, shard_key) FROM STDIN",
-    "copy_history": f"COPY {{s}}.job_history ({', '.join(HISTORY_COLUMNS)}) FROM STDIN",
-    "copy_executions": f"COPY {{s}}.job_execution ({', '.join(EXECUTION_COLUMNS)}) FROM STDIN",
+    "copy_jobs": f"COPY {{s}}.future_job ({_JOB}, fingerprint, shard_key) FROM STDIN "
+                 "(FORMAT BINARY)",
+    "copy_history": f"COPY {{s}}.job_history ({', '.join(HISTORY_COLUMNS)}) FROM STDIN "
+                    "(FORMAT BINARY)",
+    "copy_executions": f"COPY {{s}}.job_execution ({', '.join(EXECUTION_COLUMNS)}) "
+                       "FROM STDIN (FORMAT BINARY)",
     "key_lock": "SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int[]) AS k ORDER BY k",
     "by_keys": f"SELECT idempotency_key, fingerprint, {_JOB} FROM {{s}}.future_job "
                "WHERE idempotency_key = ANY(%s)",
@@ -66,32 +83,35 @@ TEXTS = {
     "slot_ids": "SELECT id FROM {s}.future_job WHERE next_check_at = %s",
     "slots_with_work": "SELECT next_check_at, count(*) FROM {s}.future_job",
     "history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history",
-    "claim": f"""WITH c AS (
+    # ARRAY(…) rather than a join: the UPDATE then finds its rows through the primary key,
+    # whatever the table holds (a hash join would scan it all).
+    "claim": f"""UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
+        lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
+    WHERE f.id = ANY(ARRAY(
         SELECT f.id FROM {{s}}.future_job f
         WHERE f.next_check_at = %(slot)s AND {CLAIMABLE} AND {NOT_MINE} {{shard}}
         ORDER BY f.next_check_at, f.id LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED)
-    UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
+        FOR UPDATE SKIP LOCKED))
+    RETURNING {_FJOB}""",
+    "claim_ids": f"""UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
         lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
-    FROM c WHERE f.id = c.id RETURNING {_FJOB}""",
-    "claim_ids": f"""WITH c AS (
+    WHERE f.id = ANY(ARRAY(
         SELECT f.id FROM {{s}}.future_job f
         WHERE f.id = ANY(%(ids)s) AND {CLAIMABLE} AND {NOT_MINE}
         ORDER BY f.next_check_at, f.id
-        FOR UPDATE SKIP LOCKED)
-    UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
-        lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
-    FROM c WHERE f.id = c.id RETURNING {_FJOB}""",
+        FOR UPDATE SKIP LOCKED))
+    RETURNING {_FJOB}""",
     "start": "UPDATE {s}.future_job SET started_at = %s WHERE id = ANY(%s) AND lease_owner = %s "
              "AND status = 'in_flight' RETURNING id",
-    "owned_for_update": "SELECT id, fingerprint FROM {s}.future_job WHERE id = ANY(%s) "
-                        "AND lease_owner = %s AND status = 'in_flight' ORDER BY id FOR UPDATE",
+    # finish: only jobs still leased by the finishing owner change; RETURNING says which.
+    "end_owned": "DELETE FROM {s}.future_job WHERE id = ANY(%s) AND lease_owner = %s "
+                 "AND status = 'in_flight' RETURNING id, fingerprint",
     "reslot": """UPDATE {s}.future_job f SET next_check_at = v.n, check_count = v.c,
         attempt = v.a, last_error = v.e, status = 'pending', lease_owner = NULL,
         lease_key = NULL, lease_until = NULL, started_at = NULL, updated_at = %s
     FROM unnest(%s::text[], %s::timestamptz[], %s::int[], %s::int[], %s::text[])
         AS v(id, n, c, a, e)
-    WHERE f.id = v.id""",
+    WHERE f.id = v.id AND f.lease_owner = %s AND f.status = 'in_flight' RETURNING f.id""",
     "delete_jobs": "DELETE FROM {s}.future_job WHERE id = ANY(%s)",
     "release": "UPDATE {s}.future_job SET status = 'pending', lease_owner = NULL, "
                "lease_key = NULL, lease_until = NULL, started_at = NULL "
@@ -138,6 +158,7 @@ TEXTS = {
     FROM {s}.job_execution WHERE at >= %s AND lateness_ms IS NOT NULL""",
     "owner_alive": "SELECT %(owner_key)s IN (" + ALIVE + ")",
     "session_lock": "SELECT pg_advisory_lock_shared(%s, %s)",
+    "session_unlock": "SELECT pg_advisory_unlock_shared(%s, %s)",
     "slot_lock": "SELECT pg_try_advisory_lock_shared(%s, %s)",
     "slot_holders": """SELECT a.pid, coalesce(host(a.client_addr), 'local socket'),
         a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid

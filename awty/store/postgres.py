@@ -42,7 +42,7 @@ from ..model import (
     StoreStats,
 )
 from . import pg_migrations
-from .pg_sql import Sql
+from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
 
 try:
     from .jobdict import job_from_json, job_to_json
@@ -74,6 +74,11 @@ def _sec(at: datetime | None) -> datetime | None:
     return at.replace(microsecond=0) if at is not None and at.microsecond else at
 
 
+def _float(x: float | None) -> float | None:
+    # Binary COPY of a float8 column takes floats only (an int from a config file would fail).
+    return float(x) if x is not None else None
+
+
 def _row_to_job(r: Sequence) -> Job:
     return Job(
         id=r[0], kind=_KINDS[r[1]], target=r[2], payload_json=r[3],
@@ -92,7 +97,8 @@ def _job_to_row(j: Job, fingerprint: str | None) -> tuple:
         _COMPACT(j.headers) if j.headers else None,
         _COMPACT(j.env) if j.env is not None else None, j.entity_name, j.entity_key,
         _sec(j.first_check_at), _sec(j.next_check_at), j.check_count, j.attempt,
-        j.status.value, j.max_checks, j.horizon, j.timeout, j.max_attempts, j.misfire_grace,
+        j.status.value, j.max_checks, _float(j.horizon), _float(j.timeout), j.max_attempts,
+        _float(j.misfire_grace),
         j.idempotency_key, j.cwd, _sec(j.created_at), _sec(j.updated_at), j.last_error,
         j.lease_owner, _sec(j.lease_until), _sec(j.started_at), fingerprint,
         zlib.crc32(j.id.encode()),
@@ -115,8 +121,8 @@ def _history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerpri
     return (
         j.id, j.kind.value, j.target, j.entity_name, j.entity_key, outcome.value, reason,
         j.check_count + ran, j.attempt + ran, _sec(j.first_check_at), now, _sec(j.created_at),
-        round(result.duration * 1000, 3) if result else None,
-        round(lateness * 1000, 3) if lateness is not None else None,
+        round(result.duration * 1000.0, 3) if result else None,
+        round(lateness * 1000.0, 3) if lateness is not None else None,
         result.status if result else None,
         result.error[:_ERROR_CHARS] if result and result.error else None,
         result.output[:_ERROR_CHARS] if result and result.output else None,
@@ -268,9 +274,7 @@ class PostgresStore:
                 if key:
                     known[key] = (j, fp)
             if rows:
-                with cur.copy(self.sql.copy_jobs) as copy:
-                    for row in rows:
-                        copy.write_row(row)
+                self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, rows)
         return out
 
     # -- reading --------------------------------------------------------------------------
@@ -426,7 +430,7 @@ class PostgresStore:
                 cancelled.append(job)
                 history.append(_history_row(job, Outcome.CANCELLED, reason, now, r[-2]))
         if cancelled:
-            self._write_history(cur, history)
+            self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, history)
             cur.execute(self.sql.delete_jobs, ([j.id for j in cancelled],))
         return cancelled, running
 
@@ -490,8 +494,7 @@ class PostgresStore:
                          "status": Status.PENDING, "idempotency_key": key, "updated_at": now,
                          "lease_owner": None, "lease_until": None, "started_at": None,
                          "last_error": None})
-            with cur.copy(self.sql.copy_jobs) as copy:
-                copy.write_row(_job_to_row(job, fp))
+            self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [_job_to_row(job, fp)])
         return job
 
     def prune(self, before: datetime, *, dry_run: bool = False) -> int:
@@ -516,7 +519,11 @@ class PostgresStore:
             yield
         finally:
             self._sessions.pop(owner, None)
-            conn.close()  # the lock goes with the connection
+            try:  # unlock first: a closed connection's backend lets go a moment later
+                conn.execute(self.sql.session_unlock, (self._owner_class, _key(owner)))
+            except psycopg.Error:
+                pass
+            conn.close()
 
     def slot_lock(self, slot: datetime, shard: tuple[int, int] | None = None) -> PgSlotLock:
         name = f"{_sec(slot).isoformat()}/{shard[0]}:{shard[1]}" if shard else \
@@ -565,32 +572,34 @@ class PostgresStore:
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
                executions: Sequence[Execution] = ()) -> list[Decision]:
         now = _sec(now)
+        ends = [d for d in decisions if isinstance(d, End)]
+        reslots = [d for d in decisions if isinstance(d, Reslot)]
+        applied: set[str] = set()
         with self._tx("cannot record results") as cur:
-            owned = dict(cur.execute(self.sql.owned_for_update,
-                                     ([d.job.id for d in decisions], owner)).fetchall())
-            applied = [d for d in decisions if d.job.id in owned]
-            ends = [d for d in applied if isinstance(d, End)]
-            reslots = [d for d in applied if isinstance(d, Reslot)]
             if reslots:
                 cur.execute(self.sql.reslot, (
                     now, [d.job.id for d in reslots], [_sec(d.next_check_at) for d in reslots],
                     [d.check_count for d in reslots], [d.attempt for d in reslots],
-                    [d.error[:_ERROR_CHARS] if d.error else None for d in reslots]))
+                    [d.error[:_ERROR_CHARS] if d.error else None for d in reslots], owner))
+                applied.update(r[0] for r in cur.fetchall())
             if ends:
-                self._write_history(cur, [
+                owned = dict(cur.execute(self.sql.end_owned,
+                                         ([e.job.id for e in ends], owner)).fetchall())
+                self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
                     _history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
-                                 e.lateness) for e in ends])
-                cur.execute(self.sql.delete_jobs, ([e.job.id for e in ends],))
+                                 e.lateness) for e in ends if e.job.id in owned])
+                applied.update(owned)
             if executions:
-                with cur.copy(self.sql.copy_executions) as copy:
-                    for x in executions:
-                        copy.write_row((x.job_id, _sec(x.at), x.slot, x.check, x.attempt,
-                                        x.answer.value, x.status, x.duration_ms, x.lateness_ms,
-                                        x.error[:_ERROR_CHARS] if x.error else None))
-        return applied
+                self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES, [
+                    (x.job_id, _sec(x.at), x.slot, x.check, x.attempt, x.answer.value, x.status,
+                     _float(x.duration_ms), _float(x.lateness_ms),
+                     x.error[:_ERROR_CHARS] if x.error else None) for x in executions])
+        return [d for d in decisions if d.job.id in applied]
 
-    def _write_history(self, cur, rows: list[tuple]) -> None:
-        with cur.copy(self.sql.copy_history) as copy:
+    @staticmethod
+    def _copy(cur, sql: str, types: Sequence[str], rows: Iterable[tuple]) -> None:
+        with cur.copy(sql) as copy:
+            copy.set_types(types)
             for row in rows:
                 copy.write_row(row)
 
