@@ -61,6 +61,7 @@ _ERROR_CHARS = 2000
 _REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
 _KINDS = {k.value: k for k in Kind}
 _STATUSES = {s.value: s for s in Status}
+_KEEPALIVES = " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -510,7 +511,11 @@ class PostgresStore:
     @contextmanager
     def owner_session(self, owner: str) -> Iterator[None]:
         try:
-            conn = self._connect(autocommit=True)
+            # Server-side keepalives: if this host dies without closing the connection, the
+            # server drops the session (and with it the owner's liveness) within ~30 s, not
+            # the kernel's 2 hours. Ignored on unix sockets, where death is seen at once.
+            conn = psycopg.connect(self.url, autocommit=True, **{
+                **self._kwargs, "options": self._kwargs["options"] + _KEEPALIVES})
             conn.execute(self.sql.session_lock, (self._owner_class, _key(owner)))
         except psycopg.Error as e:
             raise self._error(e, "cannot open the runner's session") from None
