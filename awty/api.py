@@ -13,11 +13,12 @@ from typing import Any
 from . import config as config_mod
 from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
-from .model import HistoryRow, Job, SlotSummary
+from .ids import ID_PREFIX, MIN_PREFIX, normalise
+from .model import CancelResult, Execution, HistoryRow, Job, SlotSummary
 from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for
 from .when import parse_since
-from .store.sqlite import SQLiteStore
+from .store.base import Store
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Awty:
         self.tz = tz
         self.on_event = on_event
         self.settings = config_mod.load(self.home, self.env, overrides)
-        self._store: SQLiteStore | None = None
+        self._store: Store | None = None
         self.tree = SlotTree(self.home)
         self._log = None
 
@@ -55,11 +56,20 @@ class Awty:
         return self.home / "awty.db"
 
     @property
-    def store(self) -> SQLiteStore:
+    def store(self) -> Store:
         if self._store is None:
             ensure_home(self.home)
-            self._store = SQLiteStore(self.db_path, busy_timeout=self.settings.busy_timeout)
+            self._store = open_store(self.db_path, self.settings.busy_timeout)
         return self._store
+
+    @classmethod
+    def read_only(cls, home: str | Path | None = None, clock: Clock | None = None,
+                  **kwargs: Any) -> Awty:
+        """An ``Awty`` that opens an existing store and never creates one (``doctor``): a
+        missing database raises ``StoreError`` instead of being made."""
+        a = cls(home, clock, **kwargs)
+        a._store = open_store(a.db_path, a.settings.busy_timeout, create=False)
+        return a
 
     def close(self) -> None:
         self.tree.close()
@@ -148,16 +158,41 @@ class Awty:
         return [AddResult(a.job, a.created) for a in added]
 
     # -- changing -------------------------------------------------------------------------
-    def cancel(self, ids: Iterable[str]) -> list[Job]:
-        ids = list(dict.fromkeys(ids))
-        jobs = self.store.cancel(ids, self.clock.now())
-        self._drop_envelopes(jobs)
-        return jobs
+    def cancel(self, ids: str | Iterable[str]) -> CancelResult:
+        """Cancel jobs by id (or unique prefix). Jobs a runner is delivering now are left
+        alone and listed in ``running``: their real outcome goes to history."""
+        if isinstance(ids, str):
+            ids = [ids]
+        wanted = list(dict.fromkeys(self.resolve_id(i, strict=False) for i in ids))
+        result = self.store.cancel(wanted, self.clock.now())
+        self._drop_envelopes(result.cancelled)
+        return result
 
-    def cancel_entity(self, entity: str, key: str | None = None) -> list[Job]:
-        jobs = self.store.cancel_entity(entity, key, self.clock.now())
-        self._drop_envelopes(jobs)
-        return jobs
+    def cancel_entity(self, entity: str, key: str | None = None) -> CancelResult:
+        result = self.store.cancel_entity(entity, key, self.clock.now())
+        self._drop_envelopes(result.cancelled)
+        return result
+
+    def resolve_id(self, text: str, *, strict: bool = True) -> str:
+        """A job id from what a user typed: any case, or a unique prefix of at least
+        ``MIN_PREFIX`` characters. An ambiguous prefix raises ``InvalidInput`` listing the
+        candidates; an unknown one ``JobNotFound`` (``strict``) or comes back as typed."""
+        job_id = normalise(text)
+        if len(job_id) >= 26 or not ID_PREFIX.fullmatch(job_id):
+            return job_id
+        if len(job_id) < MIN_PREFIX:
+            raise InvalidInput(f"id {text!r} is too short: give the whole id or at least "
+                               f"{MIN_PREFIX} characters")
+        found = self.store.match_ids(job_id, 6)
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            more = ", …" if len(found) > 5 else ""
+            raise InvalidInput(f"id prefix {text!r} is ambiguous: "
+                               f"{', '.join(found[:5])}{more}")
+        if strict:
+            raise JobNotFound(text)
+        return job_id
 
     def _drop_envelopes(self, jobs: list[Job]) -> None:
         """The store has ended these jobs; their files go, and slots left empty with them. A
@@ -175,6 +210,7 @@ class Awty:
         from .jobspec import due_time
 
         due = due_time({"at": at, "in": in_}, now, self.settings, self.tz)
+        job_id = self.resolve_id(job_id)
         old = self.get_pending(job_id)
         job = self.store.reschedule(job_id, slot_for(due, self.settings.resolution), now)
         self.tree.write(job)
@@ -183,11 +219,11 @@ class Awty:
             self.tree.remove_slot_if_empty(old.next_check_at)
         return job
 
-    def retry(self, ids: Iterable[str]) -> list[Job]:
+    def retry(self, ids: str | Iterable[str]) -> list[Job]:
         """Re-arm ended jobs (the dead letter) into the next slot with fresh attempts."""
         now = self.clock.now()
         out = []
-        for job_id in ids:
+        for job_id in [self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)]:
             job = self.store.retry(job_id, next_slot_after(now, self.settings.resolution), now)
             self.tree.write(job)
             out.append(job)
@@ -196,6 +232,7 @@ class Awty:
     # -- reading --------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | list[HistoryRow]:
         """The pending job, else its history rows; raises ``JobNotFound``."""
+        job_id = self.resolve_id(job_id)
         job = self.store.get(job_id)
         if job is not None:
             return job
@@ -212,21 +249,30 @@ class Awty:
             raise JobNotFound(job_id)
         return job
 
-    def events(self, job_id: str) -> list[dict]:
-        return self.store.events(job_id)
+    def executions(self, job_id: str) -> list[Execution]:
+        return self.store.executions(self.resolve_id(job_id))
 
     def list(self, *, status: str | None = None, slot: datetime | None = None,
              entity: str | None = None, key: str | None = None, kind: str | None = None,
-             limit: int | None = None) -> Iterator[Job]:
-        return self.store.list(status=status, slot=slot, entity=entity, key=key, kind=kind,
-                               limit=limit)
+             limit: int | None = None, until: datetime | None = None) -> Iterator[Job]:
+        return self.store.list(status=status, slot=slot, until=until, entity=entity, key=key,
+                               kind=kind, limit=limit)
+
+    def count(self, *, status: str | None = None, slot: datetime | None = None,
+              until: datetime | None = None, entity: str | None = None,
+              key: str | None = None, kind: str | None = None) -> int:
+        """How many pending jobs ``list`` with the same filters gives."""
+        return self.store.count(status=status, slot=slot, until=until, entity=entity, key=key,
+                                kind=kind)
 
     def slots(self) -> list[tuple[datetime, int]]:
         return self.store.slots_with_work()
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
-                since: datetime | None = None, limit: int | None = None) -> list[HistoryRow]:
-        return self.store.history(outcome=outcome, entity=entity, since=since, limit=limit)
+                key: str | None = None, since: datetime | None = None,
+                limit: int | None = None) -> list[HistoryRow]:
+        return self.store.history(outcome=outcome, entity=entity, key=key, since=since,
+                                  limit=limit)
 
     def parse_time(self, text: str) -> datetime:
         """A start for read commands: a duration ago (1d) or a time, read backwards
@@ -274,6 +320,16 @@ class Awty:
 
             self._log = open_log(self.home, self.settings.log_max_bytes)
         return self._log
+
+
+def open_store(path: Path, busy_timeout: float, *, create: bool = True,
+               migrate: bool = True) -> Store:
+    """The one place that names a store implementation. ``create=False``: a missing database
+    raises ``StoreError``; ``migrate=False``: an old schema is left as it is (doctor reads
+    it before deciding)."""
+    from .store.sqlite import SQLiteStore
+
+    return SQLiteStore(path, busy_timeout=busy_timeout, create=create, migrate=migrate)
 
 
 def ensure_home(home: Path) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import stat
 import subprocess
 import time
@@ -29,7 +28,7 @@ from typing import Any
 from . import config as config_mod
 from .api import Awty
 from .errors import AwtyError, InvalidInput
-from .slots import current_slot, is_boundary, iso, slot_for, slot_id
+from .slots import current_slot, is_boundary, slot_for, slot_id
 from .store import migrations
 
 TEMP_FILE_AGE = 60.0  # seconds: a younger .tmp may be a write in progress
@@ -321,25 +320,27 @@ def _check_integrity(ctx: _Ctx, problems: list[str]) -> bool:
 
 
 def _inspect(db: Path) -> tuple[int, list[str], str | None]:
+    """Schema version and integrity, read before anything would migrate."""
+    from .api import open_store
+
     try:
-        conn = sqlite3.connect(db.absolute().as_uri() + "?mode=rw", uri=True, timeout=5)
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            problems = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
+        store = open_store(db, 5.0, create=False, migrate=False)
+    except AwtyError as e:
         return 0, [], str(e)
-    return version, problems, None
+    try:
+        health = store.check()
+        return health.schema_version, list(health.problems) or ["ok"], None
+    finally:
+        store.close()
 
 
 def _open_store(a: Awty, repair: bool):
     """The store, opened without chmod-ing or creating anything unless repairing."""
     if repair or a._store is not None:
         return a.store
-    from .store.sqlite import SQLiteStore
+    from .api import open_store
 
-    a._store = SQLiteStore(a.db_path, busy_timeout=a.settings.busy_timeout, create=False)
+    a._store = open_store(a.db_path, a.settings.busy_timeout, create=False)
     return a._store
 
 
@@ -351,54 +352,32 @@ def _check_store(ctx: _Ctx) -> None:
         ctx.add(_check_tree(ctx))
         ctx.add(_check_retired(ctx))
         ctx.add(_check_past_slots(ctx))
-    except (AwtyError, sqlite3.Error, OSError) as e:
+    except (AwtyError, OSError) as e:
         ctx.add(Finding("store", False, f"remaining checks stopped: {e}"))
 
 
 # --- leases --------------------------------------------------------------------------------
-_STALE = "status = 'in_flight' AND (lease_until IS NULL OR lease_until <= ?)"
-
-
 def _check_leases(ctx: _Ctx) -> Finding:
-    store, now = ctx.a.store, iso(ctx.now)
-    owners = [(r[0], r[1]) for r in store.query(
-        f"SELECT lease_owner, count(*) FROM future_job WHERE {_STALE} GROUP BY lease_owner",
-        (now,))]
-    live = store.query("SELECT count(*) FROM future_job WHERE status = 'in_flight' AND "
-                       "lease_until > ?", (now,))[0][0]
-    found = sum(n for _, n in owners)
+    groups = ctx.a.store.leases(ctx.now)
+    stale = [g for g in groups if g.expired and g.alive is not True]
+    live = sum(g.jobs for g in groups) - sum(g.expired for g in stale)
+    found = sum(g.expired for g in stale)
     if not found:
         return Finding("leases", True, f"no stale leases ({live} job(s) in flight now)")
-    who = ", ".join(f"{o or 'no owner'} ({n})" for o, n in owners[:_SAMPLES])
+    who = ", ".join(f"{g.owner or 'no owner'} ({g.expired})" for g in stale[:_SAMPLES])
     detail = (f"{found} job(s) in flight with an expired lease (runner gone): {who}; the next "
               "run of their slot or `awty catchup` takes them again")
     if not ctx.repair:
         return Finding("leases", False, detail + " (`awty doctor --repair` releases them)")
     mended, errors = 0, []
-    for owner, _ in owners:
+    for g in stale:
         try:
-            mended += _release_owner(ctx, owner)
+            mended += ctx.a.store.release_stale(g.owner, ctx.now)
         except AwtyError as e:
             errors.append(str(e))
     detail += f"; set {mended} back to pending" + (f" (errors: {'; '.join(errors)})"
                                                    if errors else "")
     return Finding("leases", False, detail, not errors)
-
-
-def _release_owner(ctx: _Ctx, owner: str | None) -> int:
-    store, now = ctx.a.store, ctx.now
-    if owner is None:
-        rows = store.query(f"SELECT id, next_check_at FROM future_job WHERE {_STALE} "
-                           "AND lease_owner IS NULL", (iso(now),))
-        for job_id, slot in rows:  # no owner to release for: reschedule in place
-            store.reschedule(job_id, datetime.fromisoformat(slot), now)
-        return len(rows)
-    ids = [r[0] for r in store.query(f"SELECT id FROM future_job WHERE {_STALE} "
-                                     "AND lease_owner = ?", (iso(now), owner))]
-    done = 0
-    for i in range(0, len(ids), _CHUNK):
-        done += store.release(ids[i:i + _CHUNK], owner=owner, now=now)
-    return done
 
 
 # --- resolution ----------------------------------------------------------------------------
@@ -417,16 +396,9 @@ def _check_resolution(ctx: _Ctx) -> Finding:
 
 
 def _reslot(ctx: _Ctx, slot: datetime, res: int, t: _Tally) -> None:
-    a, target, last = ctx.a, slot_for(slot, res), ""
-    while True:
-        ids = [r[0] for r in a.store.query(
-            "SELECT id FROM future_job WHERE next_check_at = ? AND id > ? ORDER BY id LIMIT ?",
-            (iso(slot), last, _CHUNK))]
-        if not ids:
-            break
-        last = ids[-1]
-        for job_id in ids:
-            t.attempt(lambda job_id=job_id: _move(a, job_id, slot, target, ctx.now), True)
+    a, target = ctx.a, slot_for(slot, res)
+    for job_id in sorted(a.store.slot_ids(slot)):
+        t.attempt(lambda job_id=job_id: _move(a, job_id, slot, target, ctx.now), True)
     a.tree.remove_slot_if_empty(slot)
 
 

@@ -3,13 +3,11 @@ No I/O and no clock: ``now`` is an argument. The runner applies what these retur
 
 from __future__ import annotations
 
-import zlib
 from datetime import datetime, timedelta
 
 from .config import Settings
-from .model import Answer, Job, Kind, Outcome, Result
+from .model import Answer, Decision, End, Job, Kind, Outcome, Reslot, Result
 from .slots import backoff_delay, next_slot_after, slot_for
-from .store.base import Decision, End, Reslot
 
 
 def limits(job: Job, s: Settings) -> tuple[int, float, float, int]:
@@ -86,9 +84,3 @@ def _ok_reason(job: Job, result: Result, default: str = "ok") -> str:
 
 def _fail_reason(result: Result) -> str:
     return (result.error or result.answer.value)[:200]
-
-
-def shard_of(job_id: str, count: int) -> int:
-    """Which of ``count`` shards (0-based) runs a job: a stable hash of its id, the same in
-    every process and every store."""
-    return zlib.crc32(job_id.encode()) % count

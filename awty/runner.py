@@ -12,25 +12,35 @@ tests/reliability/test_crash.py measures it).
 from __future__ import annotations
 
 import asyncio
-import math
-import os
-import socket
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from time import monotonic
 from typing import Any
 
 from .clock import Clock
 from .config import Settings
-from .errors import AwtyError, Busy, Conflict, InvalidInput
-from .model import Answer, Attempt, Job, Kind, Outcome, Result, SlotSummary
-from .policy import decide, limits, misfired, quick_retry_delay, shard_of
+from .errors import AwtyError, Conflict, InvalidInput
+from .ids import is_id, new_owner, shard_of
+from .model import (
+    Answer,
+    Attempt,
+    Decision,
+    End,
+    Execution,
+    Job,
+    Kind,
+    Outcome,
+    Reslot,
+    Result,
+    SlotSummary,
+)
+from .policy import decide, limits, misfired, quick_retry_delay
 from .slotdir import Entry, SlotTree
+from .slotrun import SlotRun
 from .slots import current_slot, iso, slot_id
-from .store.base import Decision, End, Reslot, Store
+from .store.base import Store
 
 OnEvent = Callable[[str, dict[str, Any]], None]
 
@@ -83,23 +93,20 @@ class Runner:
         summary = SlotSummary(slot=sid, dry_run=opts.dry_run)
         if opts.dry_run:
             return self._dry_run(slot, now, summary, opts)
-        lock = self.tree.lock(slot, opts.shard)
-        from filelock import Timeout
-
-        try:
-            lock.acquire()
-        except Timeout:
-            summary.busy = _holder(lock.lock_file)
+        lock = self.store.slot_lock(slot, opts.shard)
+        if not lock.acquire():
+            summary.busy = lock.holder()
             self.on_event("busy", {"slot": sid, "holder": summary.busy})
             return summary
         started = monotonic()
         try:
-            _write_holder(lock.lock_file)
             if opts.shard is None or opts.shard[0] == 0:
                 self._reconcile_alone(slot, summary)
             self.on_event("slot_start", {"slot": sid, "total": len(self.store.slot_ids(slot))})
+            owner = new_owner()
             try:
-                _run_async(self._drive(slot, opts, summary))
+                with self.store.owner_session(owner):
+                    _run_async(self._drive(slot, opts, summary, owner))
             finally:
                 self._settle_tree(slot, summary)
         finally:
@@ -245,118 +252,23 @@ class Runner:
         return summary
 
     # -- executing ------------------------------------------------------------------------
-    async def _drive(self, slot: datetime, opts: RunOptions, summary: SlotSummary) -> None:
-        """Claims and records run on one store thread, in order, while the event loop keeps
-        callbacks in flight: the next batch is claimed before the current one runs dry, and a
-        batch's results are written while the next one is being sent. SQLite and the file
-        system release the GIL, so the two overlap."""
-        s = self.s
-        loop = asyncio.get_running_loop()
-        owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
-        waves = math.ceil(s.batch_size / max(1, s.concurrency))
-        lease = max(s.lease, s.timeout * (s.quick_retries + 1) * (waves + 1) + 60)
-        low_water = max(s.concurrency, s.batch_size // 4)
-        queue: deque[Job] = deque()
-        decisions: list[Decision] = []
-        events: list[tuple] = []
+    async def _drive(self, slot: datetime, opts: RunOptions, summary: SlotSummary,
+                     owner: str) -> None:
         executors: dict[Kind, Any] = {}
-        writes: list[asyncio.Future] = []
-        state: dict[str, Any] = {"claiming": None, "exhausted": False}
-        io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
-
-        def claim() -> list[Job]:
-            now = self.clock.now()
-            return self.store.claim(slot, now=now, owner=owner,
-                                    lease_until=now + timedelta(seconds=lease),
-                                    limit=s.batch_size, shard=opts.shard)
-
-        def claimed(fut: asyncio.Future) -> None:
-            if state["claiming"] is not fut:
-                return  # handed over already (by a worker that awaited it, or its callback)
-            state["claiming"] = None
-            if fut.cancelled() or fut.exception() is not None:
-                state["exhausted"] = True
-                state["error"] = state.get("error") or fut.exception()
-                return
-            jobs = fut.result()
-            if not jobs:
-                state["exhausted"] = True
-            queue.extend(jobs)
-
-        def start_claim() -> asyncio.Future | None:
-            if state["claiming"] is None and not state["exhausted"]:
-                fut = loop.run_in_executor(io, claim)
-                fut.add_done_callback(claimed)
-                state["claiming"] = fut
-            return state["claiming"]
-
-        def record(batch: list[Decision], evs: list[tuple]) -> None:
-            # These callbacks were sent: dropping their results over a briefly locked database
-            # would send them all again once the leases expire. Keep trying (each try waits
-            # the busy timeout) for half a lease; after that the leases decide.
-            give_up = monotonic() + lease / 2
-            while True:
-                try:
-                    applied = self.store.finish(batch, owner=owner, now=self.clock.now(),
-                                                events=evs)
-                    break
-                except Busy:
-                    if monotonic() >= give_up:
-                        raise
-            self._apply_files(applied, summary)
-
-        def flush() -> None:
-            if decisions:
-                writes.append(loop.run_in_executor(io, record, decisions[:], events[:]))
-                decisions.clear()
-                events.clear()
-
-        async def worker() -> None:
-            while True:
-                if not queue:
-                    pending = start_claim()
-                    if pending is None:
-                        return
-                    try:
-                        await pending
-                    except AwtyError:  # e.g. a locked database: stop claiming, finish what is
-                        claimed(pending)  # in hand, and raise it after the results are written
-                        return
-                    # Awaiting a future that is already done does not yield, so its done
-                    # callback may not have run yet: hand the jobs over here, or this loop spins.
-                    claimed(pending)
-                    continue
-                job = queue.popleft()
-                if len(queue) < low_water:
-                    start_claim()
-                decision = await self._execute(job, slot, opts, executors, events)
-                decisions.append(decision)
-                self.on_event("job", {"id": job.id})
-                if len(decisions) >= s.batch_size:
-                    flush()
-
+        run = SlotRun(
+            store=self.store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
+            owner=owner, summary=summary,
+            execute=lambda job, out: self._execute(job, slot, opts, executors, out),
+            recorded=lambda applied: self._apply_files(applied, summary),
+            on_job=lambda job_id: self.on_event("job", {"id": job_id}))
         try:
-            await asyncio.gather(*(worker() for _ in range(max(1, s.concurrency))))
-            flush()
-            failed = [r for r in await asyncio.gather(*writes, return_exceptions=True)
-                      if isinstance(r, BaseException)]
-            if failed:
-                raise failed[0]
-            if state.get("error") is not None:
-                raise state["error"]  # the claim failed: what is left waits for the next run
+            await run.run()
         finally:
             for ex in executors.values():
                 await ex.close()
-            io.shutdown(wait=True)  # a claim or write still running finishes first
-            if state["claiming"] is not None and state["claiming"].done() \
-                    and not state["claiming"].cancelled() \
-                    and state["claiming"].exception() is None:
-                claimed(state["claiming"])
-            if queue:  # interrupted: hand the unstarted claims back rather than wait on leases
-                self.store.release([j.id for j in queue], owner=owner, now=self.clock.now())
 
     async def _execute(self, job: Job, slot: datetime, opts: RunOptions,
-                       executors: dict[Kind, Any], events: list[tuple]) -> Decision:
+                       executors: dict[Kind, Any], events: list[Execution]) -> Decision:
         s = self.s
         now = self.clock.now()
         lateness = (now - job.next_check_at).total_seconds()
@@ -372,11 +284,11 @@ class Runner:
             started = self.clock.now()
             result: Result = await executor.run(job, attempt)
             if not result.deferred:
-                events.append((job.id, iso(started), sid, attempt.check, attempt.attempt,
-                               result.answer.value, result.status,
-                               round(result.duration * 1000, 3),
-                               round((started - job.next_check_at).total_seconds() * 1000, 3),
-                               (result.error or None) and result.error[:500]))
+                events.append(Execution(
+                    job.id, started, sid, attempt.check, attempt.attempt, result.answer,
+                    result.status, round(result.duration * 1000, 3),
+                    round((started - job.next_check_at).total_seconds() * 1000, 3),
+                    (result.error or None) and result.error[:500]))
             delay = quick_retry_delay(job, result, s, quick)
             if delay is None:
                 break
@@ -495,9 +407,7 @@ def _spec_from_envelope(data: dict, name_id: str | None) -> dict:
     spec = {k: v for k, v in data.items()
             if k not in ("v", "first_check_at", "next_check_at", "check_count")}
     if "id" not in spec and name_id:
-        from .jobspec import _ID
-
-        if _ID.match(name_id):
+        if is_id(name_id):
             spec["id"] = name_id
     return spec
 
@@ -511,19 +421,3 @@ def _run_async(coro) -> None:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(coro)
 
-
-def _write_holder(lock_file: str) -> None:
-    try:
-        fd = os.open(lock_file + ".owner", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "w") as f:
-            f.write(f"pid {os.getpid()} on {socket.gethostname()}")
-    except OSError:
-        pass
-
-
-def _holder(lock_file: str) -> str:
-    try:
-        with open(lock_file + ".owner") as f:
-            return f.read().strip() or "another runner"
-    except OSError:
-        return "another runner"

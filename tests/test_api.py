@@ -102,7 +102,8 @@ def test_idempotency_key(awty, home):
 def test_cancel_by_id_removes_row_and_file_and_writes_history(awty, home):
     res = awty.add("https://example.com/", in_="2h")
     cancelled = awty.cancel([res.job.id, "01NOSUCHJOB0000000000000000"])
-    assert [j.id for j in cancelled] == [res.job.id]
+    assert [j.id for j in cancelled.cancelled] == [res.job.id]
+    assert cancelled.missing == ["01NOSUCHJOB0000000000000000"] and cancelled.running == []
     assert db_rows(home, "future_job") == []
     assert tree_files(home) == []
     hist = db_rows(home, "job_history")
@@ -117,10 +118,10 @@ def test_cancel_entity(awty, home):
     c = awty.add("https://example.com/", in_="2h", entity="order", key="2")
     d = awty.add("https://example.com/", in_="2h", entity="invoice", key="1")
     gone = awty.cancel_entity("order", "1")
-    assert len(gone) == 2 and a.job.id in {j.id for j in gone}
+    assert len(gone.cancelled) == 2 and a.job.id in {j.id for j in gone.cancelled}
     left = {r["id"] for r in db_rows(home, "future_job")}
     assert left == {c.job.id, d.job.id}
-    assert len(awty.cancel_entity("order")) == 1
+    assert len(awty.cancel_entity("order").cancelled) == 1
     assert {r["id"] for r in db_rows(home, "future_job")} == {d.job.id}
     assert len(tree_files(home)) == 1
 

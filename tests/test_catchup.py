@@ -171,7 +171,7 @@ def test_sigkilled_runner_then_catchup_delivers_everything_once_in_history(home,
     assert set(got) == {j.id for j in jobs}  # every job delivered at least once
     dupes = len(got) - len(set(got))
     assert dupes <= 100 + 8, dupes  # at most one unrecorded batch (and what was in flight)
-    assert c.store.integrity_check() == "ok"
+    assert c.store.check().ok
 
 
 def test_catchup_with_nothing_missed_ignores_future_work(home, clock):

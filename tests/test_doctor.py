@@ -93,7 +93,7 @@ def test_clean_home_every_check_ok(a):
                  "envelopes", "orphans", "wrong slot", "temp files", "drop-ins",
                  "retired slots", "catch-up", "cron"):
         assert name in checks
-    assert report.get("schema").detail == "version 2"
+    assert report.get("schema").detail == "version 3"
     assert "PRAGMA integrity_check: ok" in report.get("integrity").detail
     assert report.to_dict()["ok"] is True
 
@@ -353,7 +353,7 @@ def test_old_schema_reported_read_only_then_migrated(home, clock):
         assert db_rows(home, "future_job") and _user_version(home) == 1
     with Awty(home, clock=clock, env={}) as a:
         assert doctor(a, repair=True).get("schema").repaired is True
-        assert _user_version(home) == 2
+        assert _user_version(home) == 3
         assert_clean(doctor(a))
 
 

@@ -270,8 +270,8 @@ def test_history_and_show_events(home, clock, rx):
     job = a.add(rx.url("/h"), in_="1m").job
     fire(a, clock, job.next_check_at)
     fire(a, clock, datetime.fromisoformat(db_rows(home, "future_job")[0]["next_check_at"]))
-    events = a.events(job.id)
-    assert [(e["attempt"], e["answer"], e["status"]) for e in events] == \
+    events = a.executions(job.id)
+    assert [(e.attempt, e.answer.value, e.status) for e in events] == \
         [(1, "retry", 500), (2, "done", 200)]
     rows = a.history(outcome="done")
     assert [r.id for r in rows] == [job.id]

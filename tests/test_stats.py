@@ -13,16 +13,15 @@ from typer.testing import CliRunner
 from awty import stats
 from awty.cli import app
 from awty.errors import InvalidInput
-from awty.model import Answer, Outcome, Result
+from awty.model import Answer, End, Execution, Outcome, Reslot, Result
 from awty.slots import iso, slot_id
-from awty.store.base import End, Reslot
 
 URL = "https://example.com/hook"
 
 
 def event(job, at, attempt, answer, lateness_ms, status=200, error=None):
-    return (job.id, iso(at), slot_id(job.next_check_at), 1, attempt, answer, status, 12.5,
-            lateness_ms, error)
+    return Execution(job.id, at, slot_id(job.next_check_at), 1, attempt, Answer(answer),
+                     status, 12.5, lateness_ms, error)
 
 
 @pytest.fixture
@@ -58,7 +57,7 @@ def busy(awty, clock):
         event(d, now, 1, "retry", 3000.0, 503),
         event(d, T0 - timedelta(days=2), 1, "done", 99999.0),  # outside the window
     ]
-    awty.store.finish(decisions, owner="t", now=now, events=events)
+    awty.store.finish(decisions, owner="t", now=now, executions=events)
     # one more job claimed and still running
     e = awty.add(URL, in_="1m").job
     clock.set(e.next_check_at + timedelta(seconds=1))

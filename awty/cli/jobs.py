@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InvalidInput
+from ..ids import runner_label
 from . import render as r
 from .options import Home, Json, Utc, new_app, open_awty, reports_errors, slot_arg
 
@@ -167,17 +168,21 @@ def cancel(
     if key and not entity:
         raise InvalidInput("--key needs --entity")
     a = open_awty(home)
-    jobs = a.cancel_entity(entity, key) if entity else a.cancel(ids or [])
-    missing = [i for i in (ids or []) if i not in {j.id for j in jobs}]
+    res = a.cancel_entity(entity, key) if entity else a.cancel(ids or [])
     if as_json:
-        r.emit_json({"cancelled": [j.id for j in jobs], "not_found": missing})
+        r.emit_json({"cancelled": [j.id for j in res.cancelled], "not_found": res.missing,
+                     "running": [{"id": j.id, "runner": j.lease_owner} for j in res.running]})
     else:
-        for j in jobs:
+        for j in res.cancelled:
             r.out(f"cancelled {j.id}")
-        if entity and not jobs:
+        if entity and not res.cancelled and not res.running:
             r.out("no pending jobs for that entity")
-    if missing:
-        r.err(f"awty: not pending (unknown or already ended): {', '.join(missing)}")
+    for j in res.running:
+        r.err(f"awty: job {j.id} is being delivered now ({runner_label(j.lease_owner)}); "
+              "its outcome will be in history")
+    if res.missing:
+        r.err(f"awty: not pending (unknown or already ended): {', '.join(res.missing)}")
+    if res.missing or res.running:
         raise typer.Exit(1)
 
 
@@ -239,7 +244,7 @@ def show(
     """Show one job: pending, or how it ended, with each execution."""
     a = open_awty(home)
     found = a.get(job_id)
-    events = a.events(job_id)
+    events = [r.execution_dict(e) for e in a.executions(job_id)]
     if isinstance(found, list):
         doc = {"state": "ended", **r.history_dict(found[-1]),
                "ended_runs": [r.history_dict(h) for h in found], "executions": events}

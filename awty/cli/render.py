@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..model import HistoryRow, Job
+from ..model import Execution, HistoryRow, Job
 from ..slots import iso, slot_id
 
 _SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key")
@@ -59,6 +59,12 @@ def job_dict(job: Job) -> dict[str, Any]:
         "lease_until": iso(job.lease_until) if job.lease_until else None,
         "last_error": job.last_error,
     }
+
+
+def execution_dict(e: Execution) -> dict[str, Any]:
+    return {"at": iso(e.at), "slot": e.slot, "check_no": e.check, "attempt": e.attempt,
+            "answer": e.answer.value, "status": e.status, "duration_ms": e.duration_ms,
+            "lateness_ms": e.lateness_ms, "error": e.error}
 
 
 def history_dict(h: HistoryRow) -> dict[str, Any]:

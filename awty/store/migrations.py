@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _m001_initial(db) -> None:
@@ -95,7 +95,14 @@ def _m002_events(db) -> None:
     db.execute("CREATE INDEX job_event_at ON job_event (at)")
 
 
-MIGRATIONS = [_m001_initial, _m002_events]
+def _m003_started_env(db) -> None:
+    # started_at: the runner began executing its claim (cancel then reports the job as being
+    # delivered). env: an exec job's environment recorded at add.
+    db.execute("ALTER TABLE future_job ADD COLUMN started_at TEXT")
+    db.execute("ALTER TABLE future_job ADD COLUMN env TEXT")
+
+
+MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -1,8 +1,9 @@
 """SQLiteStore: the embedded default store (WAL, busy timeout, BEGIN IMMEDIATE writes).
 
-The hot paths (add, claim, finish) use the stdlib connection directly with ``executemany``;
-sqlite-utils runs the migrations. Writes open with ``BEGIN IMMEDIATE`` so that a reader never
-has to upgrade its lock mid-transaction ("database is locked" with no retry).
+The hot paths (add, claim, start, finish) use the stdlib connection directly with
+``executemany``; sqlite-utils runs the migrations. Writes open with ``BEGIN IMMEDIATE`` so that
+a reader never has to upgrade its lock mid-transaction ("database is locked" with no retry).
+Owner liveness and slot locks are flocks (``filelocks``); rows and reports live beside this.
 """
 
 from __future__ import annotations
@@ -11,98 +12,42 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import Busy, Conflict, JobNotFound, StoreError
-from ..model import HistoryRow, Job, Kind, Outcome, Status
-from ..policy import shard_of
+from ..errors import Conflict, JobNotFound, StoreError
+from ..ids import runner_label, shard_of
+from ..model import (
+    Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Outcome, Reslot,
+    Status, StoreHealth, StoreStats,
+)
 from ..slots import from_iso, iso
-from . import migrations
-from .base import Added, Decision, End, Reslot
-
-_JOB_COLUMNS = (
-    "id", "entity_name", "entity_key", "kind", "target", "payload", "headers",
-    "first_check_at", "next_check_at", "check_count", "attempt", "status", "max_checks",
-    "horizon", "timeout", "max_attempts", "misfire_grace", "idempotency_key", "fingerprint",
-    "cwd", "lease_owner", "lease_until", "created_at", "updated_at", "last_error",
+from . import migrations, sqlite_reports
+from .filelocks import FlockSlotLock, OwnerSessions
+from .sqlite_rows import (
+    INSERT_EXECUTION, RETURNING_JOB, SELECT_EXECUTION, SELECT_JOB, execution_to_row, job_filters,
+    row_to_execution, row_to_history, row_to_job, translate, where,
 )
-_SELECT_JOB = "SELECT " + ", ".join(_JOB_COLUMNS) + " FROM future_job"
-_INSERT_JOB = (f"INSERT INTO future_job ({', '.join(_JOB_COLUMNS)}) "
-               f"VALUES ({', '.join('?' * len(_JOB_COLUMNS))})")
-_HISTORY_COLUMNS = (
-    "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
-    "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
-    "last_status", "error", "output", "idempotency_key", "fingerprint", "job",
-)
-_INSERT_HISTORY = (f"INSERT INTO job_history ({', '.join(_HISTORY_COLUMNS)}) "
-                   f"VALUES ({', '.join('?' * len(_HISTORY_COLUMNS))})")
-_ERROR_CHARS = 2000
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
-_REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
+from .sqlite_write import ERROR_CHARS, add_jobs, end_rows, retry_job
 
-
-def _opt_time(text: str | None) -> datetime | None:
-    return from_iso(text) if text else None
-
-
-_KINDS = {k.value: k for k in Kind}  # a dict lookup, not an Enum call: claims build many jobs
-_STATUSES = {s.value: s for s in Status}
-
-
-def _row_to_job(r: tuple) -> Job:
-    return Job(
-        id=r[0], entity_name=r[1], entity_key=r[2], kind=_KINDS[r[3]], target=r[4],
-        payload_json=r[5], headers=json.loads(r[6]) if r[6] else {},
-        first_check_at=from_iso(r[7]), next_check_at=from_iso(r[8]), check_count=r[9],
-        attempt=r[10], status=_STATUSES[r[11]], max_checks=r[12], horizon=r[13], timeout=r[14],
-        max_attempts=r[15], misfire_grace=r[16], idempotency_key=r[17], cwd=r[19],
-        lease_owner=r[20], lease_until=_opt_time(r[21]), created_at=_opt_time(r[22]),
-        updated_at=_opt_time(r[23]), last_error=r[24],
-    )
-
-
-def _job_to_row(j: Job, fingerprint: str | None) -> tuple:
-    return (
-        j.id, j.entity_name, j.entity_key, j.kind.value, j.target, j.payload_json,
-        json.dumps(j.headers, separators=(",", ":")) if j.headers else None,
-        iso(j.first_check_at), iso(j.next_check_at), j.check_count, j.attempt, j.status.value,
-        j.max_checks, j.horizon, j.timeout, j.max_attempts, j.misfire_grace, j.idempotency_key,
-        fingerprint, j.cwd, j.lease_owner, iso(j.lease_until) if j.lease_until else None,
-        iso(j.created_at) if j.created_at else None, iso(j.updated_at) if j.updated_at else None,
-        j.last_error,
-    )
-
-
-def job_to_dict(j: Job) -> dict:
-    """The job as plain JSON-able data (history keeps it so ``retry`` can re-arm the job)."""
-    return {
-        "id": j.id, "kind": j.kind.value, "target": j.target, "payload": j.payload_json,
-        "headers": j.headers or None, "entity": j.entity_name, "key": j.entity_key,
-        "first_check_at": iso(j.first_check_at), "max_checks": j.max_checks,
-        "horizon": j.horizon, "timeout": j.timeout, "max_attempts": j.max_attempts,
-        "misfire_grace": j.misfire_grace, "idempotency_key": j.idempotency_key, "cwd": j.cwd,
-        "created_at": iso(j.created_at) if j.created_at else None,
-    }
-
-
-def _row_to_history(r: sqlite3.Row) -> HistoryRow:
-    job = json.loads(r["job"]) if r["job"] else {}
-    return HistoryRow(
-        id=r["id"], kind=Kind(r["kind"]), target=r["target"], entity_name=r["entity_name"],
-        entity_key=r["entity_key"], outcome=Outcome(r["outcome"]), reason=r["reason"],
-        checks=r["checks"], attempts=r["attempts"], first_check_at=from_iso(r["first_check_at"]),
-        ended_at=from_iso(r["ended_at"]), created_at=_opt_time(r["created_at"]),
-        duration_ms=r["duration_ms"], last_status=r["last_status"], error=r["error"],
-        output=r["output"], payload_json=job.get("payload"),
-    )
+# A claim's candidates: pending, or in flight under another owner's expired lease (the owners
+# still alive are excluded by the caller: see ``_live_expired_owners``).
+_CLAIMABLE = ("(status = 'pending' OR ((lease_until IS NULL OR lease_until <= ?) "
+              "AND lease_owner IS NOT ? AND coalesce(lease_owner, '') NOT IN "
+              "(SELECT value FROM json_each(?))))")
+_CLAIM = ("UPDATE future_job SET status = 'in_flight', lease_owner = ?, lease_until = ?, "
+          "started_at = NULL, updated_at = ? WHERE id IN (SELECT id FROM future_job WHERE {} "
+          "ORDER BY next_check_at, id LIMIT ?)" + RETURNING_JOB)
+_TO_PENDING = ("status = 'pending', lease_owner = NULL, lease_until = NULL, started_at = NULL, "
+               "updated_at = ?")
 
 
 def open_db_file(path: Path) -> None:
     """Create the database file 0600 before SQLite does, whatever the umask."""
     if not path.exists():
-        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
         os.close(fd)
     if (path.stat().st_mode & 0o777) != 0o600:
         try:
@@ -111,9 +56,16 @@ def open_db_file(path: Path) -> None:
             pass
 
 
+def _ids_json(ids: Iterable[str]) -> str:
+    return json.dumps(list(ids))
+
+
 class SQLiteStore:
-    def __init__(self, path: Path, *, busy_timeout: float = 5.0, create: bool = True):
+    def __init__(self, path: Path, *, busy_timeout: float = 5.0, create: bool = True,
+                 migrate: bool = True, locks: Path | None = None):
         self.path = Path(path)
+        self.locks = Path(locks) if locks is not None else self.path.parent / "locks"
+        self.sessions = OwnerSessions(self.locks)
         if create:
             open_db_file(self.path)
         elif not self.path.exists():
@@ -130,12 +82,13 @@ class SQLiteStore:
             self.conn.execute("PRAGMA synchronous = NORMAL")
             self.conn.execute("PRAGMA wal_autocheckpoint = 8000")
             self.conn.create_function("awty_shard", 2, shard_of, deterministic=True)
-            self._migrate()
+            if migrate:
+                self._migrate()
         except sqlite3.DatabaseError as e:
-            raise _translate(e, f"cannot open {self.path}") from None
+            raise translate(e, f"cannot open {self.path}") from None
 
     def _migrate(self) -> None:
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        version = self.schema_version()
         if version == migrations.SCHEMA_VERSION:
             return
         if version > migrations.SCHEMA_VERSION:
@@ -143,16 +96,26 @@ class SQLiteStore:
                              f"understands ({migrations.SCHEMA_VERSION}); upgrade awty")
         migrations.apply(self.conn)
 
+    # -- lifecycle ------------------------------------------------------------------------
     def schema_version(self) -> int:
         return self.conn.execute("PRAGMA user_version").fetchone()[0]
 
-    # -- transactions ---------------------------------------------------------------------
+    def check(self) -> StoreHealth:
+        try:
+            version = self.schema_version()
+        except sqlite3.Error as e:
+            return StoreHealth(False, 0, f"cannot read {self.path}: {e}", (str(e),))
+        return sqlite_reports.check(self.conn, version)
+
+    def close(self) -> None:
+        self.conn.close()
+
     @contextmanager
     def _write(self):
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as e:
-            raise _translate(e, "cannot write") from None
+            raise translate(e, "cannot write") from None
         try:
             yield self.conn
         except BaseException:
@@ -163,81 +126,35 @@ class SQLiteStore:
         except sqlite3.OperationalError as e:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
-            raise _translate(e, "cannot commit") from None
-
-    def close(self) -> None:
-        self.conn.close()
-
-    # -- adding ---------------------------------------------------------------------------
-    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
-        out: list[Added] = []
-        keyed = [(j, f) for j, f in zip(jobs, fingerprints, strict=True) if j.idempotency_key]
-        try:
-            with self._write() as c:
-                existing: dict[str, Job] = {}
-                seen: dict[str, str | None] = {}
-                for j, f in keyed:
-                    key = j.idempotency_key
-                    if key in seen:
-                        if seen[key] != f:
-                            raise Conflict(f"idempotency key {key!r} is used twice in this batch "
-                                           "for different jobs")
-                        continue
-                    seen[key] = f
-                    found = self._by_idempotency_key(c, key)
-                    if found is not None:
-                        job, fp = found
-                        if fp != f:
-                            raise Conflict(f"idempotency key {key!r} already names job {job.id}, "
-                                           "which is a different job")
-                        existing[key] = job
-                rows, firsts = [], {}
-                for j, f in zip(jobs, fingerprints, strict=True):
-                    key = j.idempotency_key
-                    if key and key in existing:
-                        out.append(Added(existing[key], False))
-                    elif key and key in firsts:
-                        out.append(Added(firsts[key], False))
-                    else:
-                        rows.append(_job_to_row(j, f))
-                        out.append(Added(j, True))
-                        if key:
-                            firsts[key] = j
-                c.executemany(_INSERT_JOB, rows)
-        except sqlite3.IntegrityError as e:
-            raise Conflict(f"job already exists ({e})") from None
-        except sqlite3.OperationalError as e:
-            raise _translate(e, "cannot add") from None
-        return out
-
-    def _by_idempotency_key(self, c, key: str) -> tuple[Job, str | None] | None:
-        r = c.execute(_SELECT_JOB + " WHERE idempotency_key = ?", (key,)).fetchone()
-        if r is not None:
-            return _row_to_job(r), r[18]
-        h = c.execute("SELECT job, fingerprint FROM job_history WHERE idempotency_key = ? "
-                      "ORDER BY seq DESC LIMIT 1", (key,)).fetchone()
-        if h is not None:
-            return _job_from_history_json(h[0]), h[1]
-        return None
-
-    # -- reading --------------------------------------------------------------------------
-    def get(self, job_id: str) -> Job | None:
-        r = self.conn.execute(_SELECT_JOB + " WHERE id = ?", (job_id,)).fetchone()
-        return _row_to_job(r) if r else None
-
-    def get_history(self, job_id: str) -> list[HistoryRow]:
-        return [_row_to_history(r) for r in self._rows(
-            "SELECT * FROM job_history WHERE id = ? ORDER BY seq", (job_id,))]
-
-    def events(self, job_id: str) -> list[dict]:
-        return [dict(r) for r in self._rows(
-            "SELECT at, slot, check_no, attempt, answer, status, duration_ms, lateness_ms, error "
-            "FROM job_event WHERE job_id = ? ORDER BY seq", (job_id,))]
+            raise translate(e, "cannot commit") from None
 
     def _rows(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
         cur = self.conn.cursor()
         cur.row_factory = sqlite3.Row
         return cur.execute(sql, params).fetchall()
+
+    # -- adding ---------------------------------------------------------------------------
+    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
+        try:
+            with self._write() as c:
+                return add_jobs(c, jobs, fingerprints)
+        except sqlite3.IntegrityError as e:
+            raise Conflict(f"job already exists ({e})") from None
+        except sqlite3.OperationalError as e:
+            raise translate(e, "cannot add") from None
+
+    # -- reading --------------------------------------------------------------------------
+    def get(self, job_id: str) -> Job | None:
+        r = self.conn.execute(SELECT_JOB + " WHERE id = ?", (job_id,)).fetchone()
+        return row_to_job(r) if r else None
+
+    def get_history(self, job_id: str) -> list[HistoryRow]:
+        return [row_to_history(r) for r in self._rows(
+            "SELECT * FROM job_history WHERE id = ? ORDER BY seq", (job_id,))]
+
+    def executions(self, job_id: str) -> list[Execution]:
+        return [row_to_execution(r) for r in self.conn.execute(
+            SELECT_EXECUTION + " WHERE job_id = ? ORDER BY seq", (job_id,))]
 
     def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
         ids = list(ids)
@@ -253,228 +170,209 @@ class SQLiteStore:
                 out[jid] = from_iso(slot)
         return out
 
-    def list(self, *, status=None, slot=None, entity=None, key=None, kind=None,
-             limit=None, until=None) -> Iterator[Job]:
-        where, params = _where([("status = ?", status or None), ("next_check_at = ?", slot),
-                                ("next_check_at <= ?", until), ("entity_name = ?", entity),
-                                ("entity_key = ?", key), ("kind = ?", kind)])
-        sql = _SELECT_JOB + where + " ORDER BY next_check_at, id"
+    def match_ids(self, prefix: str, limit: int) -> list[str]:
+        hi = prefix + "Z" * max(0, 26 - len(prefix))  # Z is the last id character
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM future_job WHERE id >= ? AND id <= ? UNION "
+            "SELECT id FROM job_history WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?",
+            (prefix, hi, prefix, hi, int(limit)))]
+
+    def list(self, *, status=None, slot=None, until=None, entity=None, key=None, kind=None,
+             limit=None) -> Iterator[Job]:
+        cond, params = job_filters(status, slot, until, entity, key, kind)
+        sql = SELECT_JOB + cond + " ORDER BY next_check_at, id"
         if limit:
             sql += f" LIMIT {int(limit)}"
         for r in self.conn.execute(sql, params):
-            yield _row_to_job(r)
+            yield row_to_job(r)
 
-    def count_pending(self) -> int:
-        return self.conn.execute("SELECT count(*) FROM future_job").fetchone()[0]
-
-    # -- cancelling and moving ------------------------------------------------------------
-    def cancel(self, ids: Sequence[str], now: datetime, reason: str = "cancelled") -> list[Job]:
-        with self._write() as c:
-            jobs = []
-            for i in range(0, len(ids), 500):
-                chunk = list(ids[i:i + 500])
-                marks = ",".join("?" * len(chunk))
-                jobs += [_row_to_job(r) for r in c.execute(
-                    _SELECT_JOB + f" WHERE id IN ({marks})", chunk)]
-            self._end_rows(c, [End(j, Outcome.CANCELLED, reason, None) for j in jobs], now)
-        return jobs
-
-    def cancel_entity(self, entity: str, key: str | None, now: datetime) -> list[Job]:
-        with self._write() as c:
-            if key is None:
-                rows = c.execute(_SELECT_JOB + " WHERE entity_name = ?", (entity,))
-            else:
-                rows = c.execute(_SELECT_JOB + " WHERE entity_name = ? AND entity_key = ?",
-                                 (entity, key))
-            jobs = [_row_to_job(r) for r in rows]
-            self._end_rows(c, [End(j, Outcome.CANCELLED, "cancelled", None) for j in jobs], now)
-        return jobs
-
-    def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
-        with self._write() as c:
-            r = c.execute(_SELECT_JOB + " WHERE id = ?", (job_id,)).fetchone()
-            if r is None:
-                raise JobNotFound(job_id)
-            job = _row_to_job(r)
-            if job.status == Status.IN_FLIGHT and job.lease_until and job.lease_until > now:
-                raise Conflict(f"job {job_id} is running now; try again after its slot")
-            c.execute("UPDATE future_job SET next_check_at = ?, status = 'pending', "
-                      "lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE id = ?",
-                      (iso(next_check_at), iso(now), job_id))
-        return self.get(job_id)  # type: ignore[return-value]
-
-    def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
-        with self._write() as c:
-            if c.execute("SELECT 1 FROM future_job WHERE id = ?", (job_id,)).fetchone():
-                raise Conflict(f"job {job_id} is still pending; nothing to retry")
-            h = c.execute("SELECT job, fingerprint, outcome FROM job_history WHERE id = ? "
-                          "ORDER BY seq DESC LIMIT 1", (job_id,)).fetchone()
-            if h is None:
-                raise JobNotFound(job_id)
-            if h[2] not in _REARMABLE and '"target"' not in h[0]:
-                raise Conflict(f"job {job_id} ended {h[2]}; only failed, expired or cancelled "
-                               "jobs can be re-armed")
-            old = _job_from_history_json(h[0])
-            key = old.idempotency_key
-            if key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
-                                 (key,)).fetchone():
-                key = None  # another live job took the key since; keep the retry keyless
-            job = Job(**{**{f: getattr(old, f) for f in old.__slots__},
-                         "next_check_at": next_check_at, "check_count": 0, "attempt": 0,
-                         "status": Status.PENDING, "idempotency_key": key,
-                         "updated_at": now, "lease_owner": None, "lease_until": None,
-                         "last_error": None})
-            c.execute(_INSERT_JOB, _job_to_row(job, h[1]))
-        return job
-
-    # -- running --------------------------------------------------------------------------
-    def claim(self, slot, *, now, owner, lease_until, limit, shard=None) -> list[Job]:
-        # An expired lease is taken back from another owner, never from ``owner`` itself: its
-        # jobs are still in its hands when the clock jumped forward past their lease.
-        where = ("next_check_at = ? AND (status = 'pending' OR ((lease_until IS NULL "
-                 "OR lease_until <= ?) AND lease_owner IS NOT ?))")
-        params: list = [iso(slot), iso(now), owner]
-        if shard is not None:
-            where += " AND awty_shard(id, ?) = ?"
-            params += [shard[1], shard[0]]
-        sql = (f"UPDATE future_job SET status = 'in_flight', lease_owner = ?, lease_until = ?, "
-               f"updated_at = ? WHERE id IN (SELECT id FROM future_job WHERE {where} "
-               f"ORDER BY next_check_at, id LIMIT ?) RETURNING " + ", ".join(_JOB_COLUMNS))
-        with self._write() as c:
-            rows = c.execute(sql, [owner, iso(lease_until), iso(now), *params, limit]).fetchall()
-        jobs = [_row_to_job(r) for r in rows]
-        jobs.sort(key=lambda j: j.id)
-        return jobs
-
-    def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
-               events: Sequence[tuple] = ()) -> list[Decision]:
-        if not decisions:
-            return []
-        with self._write() as c:
-            owned = {r[0] for r in c.execute(
-                "SELECT id FROM future_job WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND lease_owner = ?", (json.dumps([d.job.id for d in decisions]), owner))}
-            applied = [d for d in decisions if d.job.id in owned]
-            ends = [d for d in applied if isinstance(d, End)]
-            moves = [d for d in applied if isinstance(d, Reslot)]
-            self._end_rows(c, ends, now)
-            stamp = iso(now)
-            c.executemany(
-                "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
-                "status = 'pending', lease_owner = NULL, lease_until = NULL, updated_at = ?, "
-                "last_error = ?, last_status = ? WHERE id = ?",
-                [(iso(m.next_check_at), m.check_count, m.attempt, stamp,
-                  (m.error or (m.result.error if m.result else None) or "")[:_ERROR_CHARS] or None,
-                  m.result.status if m.result else None, m.job.id) for m in moves])
-            if events:
-                kept = [e for e in events if e[0] in owned]
-                c.executemany(
-                    "INSERT INTO job_event (job_id, at, slot, check_no, attempt, answer, status, "
-                    "duration_ms, lateness_ms, error) VALUES (?,?,?,?,?,?,?,?,?,?)", kept)
-        return applied
-
-    def _end_rows(self, c, ends: Sequence[End], now: datetime) -> None:
-        if not ends:
-            return
-        stamp = iso(now)
-        rows = []
-        for e in ends:
-            j, r = e.job, e.result
-            attempts = j.attempt + (1 if r is not None else 0)
-            rows.append((
-                j.id, j.kind.value, j.target, j.entity_name, j.entity_key, e.outcome.value,
-                e.reason, j.check_count + (1 if r is not None else 0), attempts,
-                iso(j.first_check_at), stamp, iso(j.created_at) if j.created_at else None,
-                round(r.duration * 1000, 3) if r else None,
-                round(e.lateness * 1000, 3) if e.lateness is not None else None,
-                r.status if r else None,
-                (r.error or None)[:_ERROR_CHARS] if r and r.error else None,
-                (r.output or None)[:_ERROR_CHARS] if r and r.output else None,
-                j.idempotency_key, None,
-                # What `retry` and idempotency need to rebuild the job; a plain done job
-                # keeps only its payload (json encoding every row costs ~10% of a slot run).
-                _COMPACT(job_to_dict(j)) if e.outcome in _REARMABLE or j.idempotency_key
-                else '{"payload":' + j.payload_json + "}",
-            ))
-        c.executemany(_INSERT_HISTORY, rows)
-        # Fingerprints follow the job into history, for idempotency after it ended.
-        c.executemany(
-            "UPDATE job_history SET fingerprint = (SELECT fingerprint FROM future_job "
-            "WHERE future_job.id = job_history.id) WHERE seq = (SELECT max(seq) FROM "
-            "job_history WHERE id = ?) AND idempotency_key IS NOT NULL",
-            [(e.job.id,) for e in ends if e.job.idempotency_key])
-        ids = [(e.job.id,) for e in ends]
-        c.executemany("DELETE FROM future_job WHERE id = ?", ids)
-
-    def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
-        with self._write() as c:
-            cur = c.executemany(
-                "UPDATE future_job SET status = 'pending', lease_owner = NULL, lease_until = NULL,"
-                " updated_at = ? WHERE id = ? AND lease_owner = ?",
-                [(iso(now), i, owner) for i in ids])
-            return cur.rowcount
+    def count(self, *, status=None, slot=None, until=None, entity=None, key=None,
+              kind=None) -> int:
+        cond, params = job_filters(status, slot, until, entity, key, kind)
+        return self.conn.execute("SELECT count(*) FROM future_job" + cond, params).fetchone()[0]
 
     def slot_ids(self, slot: datetime) -> set[str]:
         return {r[0] for r in self.conn.execute(
             "SELECT id FROM future_job WHERE next_check_at = ?", (iso(slot),))}
 
-    def slots_with_work(self, *, until=None, since=None) -> list[tuple[datetime, int]]:
-        where, params = _where([("next_check_at >= ?", since), ("next_check_at <= ?", until)])
-        sql = ("SELECT next_check_at, count(*) FROM future_job" + where
+    def slots_with_work(self, *, since=None, until=None) -> list[tuple[datetime, int]]:
+        cond, params = where([("next_check_at >= ?", since), ("next_check_at <= ?", until)])
+        sql = ("SELECT next_check_at, count(*) FROM future_job" + cond
                + " GROUP BY next_check_at ORDER BY next_check_at")
         return [(from_iso(s), n) for s, n in self.conn.execute(sql, params)]
 
-    def history(self, *, outcome=None, entity=None, since=None, limit=None) -> list[HistoryRow]:
-        where, params = _where([("outcome = ?", outcome or None),
-                                ("entity_name = ?", entity or None), ("ended_at >= ?", since)])
-        sql = "SELECT * FROM job_history" + where + " ORDER BY seq DESC"
+    def history(self, *, outcome=None, entity=None, key=None, since=None,
+                limit=None) -> list[HistoryRow]:
+        cond, params = where([("outcome = ?", outcome or None), ("entity_name = ?", entity or None),
+                              ("entity_key = ?", key), ("ended_at >= ?", since)])
+        sql = "SELECT * FROM job_history" + cond + " ORDER BY seq DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [_row_to_history(r) for r in self._rows(sql, params)]
+        return [row_to_history(r) for r in self._rows(sql, params)]
 
-    def prune_history(self, before: datetime) -> int:
+    def stats(self, *, now: datetime, since: datetime, current: datetime,
+              next_slots: int) -> StoreStats:
+        return sqlite_reports.stats(self.conn, self.sessions.alive, now=now, since=since,
+                                    current=current, next_slots=next_slots)
+
+    def leases(self, now: datetime) -> list[LeaseGroup]:
+        return sqlite_reports.leases(self.conn, now, self.sessions.alive)
+
+    # -- changing -------------------------------------------------------------------------
+    def _running(self, job: Job, now: datetime) -> bool:
+        """Started and (as far as anyone can tell) still being executed: see base's rules."""
+        if job.status is not Status.IN_FLIGHT or job.started_at is None:
+            return False
+        alive = self.sessions.alive(job.lease_owner)
+        if alive is None:
+            return job.lease_until is not None and job.lease_until > now
+        return alive
+
+    def _select(self, c, ids: Sequence[str]) -> list[Job]:
+        return [row_to_job(r) for r in c.execute(
+            SELECT_JOB + " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (_ids_json(ids),))]
+
+    def cancel(self, ids: Sequence[str], now: datetime,
+               reason: str = "cancelled") -> CancelResult:
+        ids = list(dict.fromkeys(ids))
+        with self._write() as c:
+            jobs = self._select(c, ids)
+            result = self._cancel_jobs(c, jobs, now, reason)
+        found = {j.id for j in jobs}
+        return replace(result, missing=[i for i in ids if i not in found])
+
+    def cancel_entity(self, entity: str, key: str | None, now: datetime) -> CancelResult:
+        cond, params = where([("entity_name = ?", entity), ("entity_key = ?", key)])
+        with self._write() as c:
+            jobs = [row_to_job(r) for r in c.execute(SELECT_JOB + cond + " ORDER BY id", params)]
+            return self._cancel_jobs(c, jobs, now, "cancelled")
+
+    def _cancel_jobs(self, c, jobs: list[Job], now: datetime, reason: str) -> CancelResult:
+        running = [j for j in jobs if self._running(j, now)]
+        busy = {j.id for j in running}
+        cancelled = [j for j in jobs if j.id not in busy]
+        end_rows(c, [End(j, Outcome.CANCELLED, reason, None) for j in cancelled], now)
+        return CancelResult(cancelled=cancelled, running=running, missing=[])
+
+    def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
+        with self._write() as c:
+            r = c.execute(SELECT_JOB + " WHERE id = ?", (job_id,)).fetchone()
+            if r is None:
+                raise JobNotFound(job_id)
+            job = row_to_job(r)
+            if self._running(job, now):
+                raise Conflict(f"job {job_id} is being delivered now "
+                               f"({runner_label(job.lease_owner)}, owner {job.lease_owner}); "
+                               "its outcome will be in history")
+            c.execute(f"UPDATE future_job SET next_check_at = ?, {_TO_PENDING} WHERE id = ?",
+                      (iso(next_check_at), iso(now), job_id))
+        return self.get(job_id)  # type: ignore[return-value]
+
+    def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
+        with self._write() as c:
+            return retry_job(c, job_id, next_check_at, now)
+
+    def prune(self, before: datetime, *, dry_run: bool = False) -> int:
+        if dry_run:
+            return self.conn.execute("SELECT count(*) FROM job_history WHERE ended_at < ?",
+                                     (iso(before),)).fetchone()[0]
         with self._write() as c:
             n = c.execute("DELETE FROM job_history WHERE ended_at < ?", (iso(before),)).rowcount
             c.execute("DELETE FROM job_event WHERE at < ?", (iso(before),))
         return n
 
-    def query(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
-        """Read-only aggregate queries for stats and doctor."""
-        return self._rows(sql, params)
+    # -- running --------------------------------------------------------------------------
+    def owner_session(self, owner: str) -> AbstractContextManager[None]:
+        return self.sessions.session(owner)
 
-    def integrity_check(self) -> str:
-        return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+    def slot_lock(self, slot: datetime, shard: tuple[int, int] | None = None) -> FlockSlotLock:
+        return FlockSlotLock(self.locks, slot, shard)
 
+    def _live_expired_owners(self, c, cond: str, params: list, now: datetime,
+                             owner: str) -> str:
+        """The owners whose expired leases in the claim's range must not be taken over: their
+        session is open (a live process, whatever the clocks say). A JSON list."""
+        owners = [r[0] for r in c.execute(
+            f"SELECT DISTINCT lease_owner FROM future_job WHERE {cond} AND status = 'in_flight' "
+            "AND (lease_until IS NULL OR lease_until <= ?) AND lease_owner IS NOT ?",
+            [*params, iso(now), owner])]
+        return _ids_json(o for o in owners if o and self.sessions.alive(o) is True)
 
-def _where(conditions: list[tuple[str, object]]) -> tuple[str, list]:
-    """`` WHERE a = ? AND b >= ?`` and its parameters, from the (clause, value) pairs whose value
-    is given; datetimes become stored instants."""
-    used = [(c, iso(v) if isinstance(v, datetime) else v) for c, v in conditions
-            if v is not None]
-    if not used:
-        return "", []
-    return " WHERE " + " AND ".join(c for c, _ in used), [v for _, v in used]
+    def claim(self, slot, *, now, owner, lease_until, limit, shard=None) -> list[Job]:
+        cond, params = "next_check_at = ?", [iso(slot)]
+        if shard is not None:
+            cond += " AND awty_shard(id, ?) = ?"
+            params += [shard[1], shard[0]]
+        return self._claim(cond, params, now, owner, lease_until, limit)
 
+    def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
+                  lease_until: datetime) -> list[Job]:
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        return self._claim("id IN (SELECT value FROM json_each(?))", [_ids_json(ids)], now,
+                           owner, lease_until, len(ids))
 
-def _job_from_history_json(text: str) -> Job:
-    d = json.loads(text)
-    first = from_iso(d["first_check_at"])
-    return Job(
-        id=d["id"], kind=Kind(d["kind"]), target=d["target"], payload_json=d["payload"],
-        headers=d.get("headers") or {}, entity_name=d.get("entity"), entity_key=d.get("key"),
-        first_check_at=first, next_check_at=first, max_checks=d.get("max_checks"),
-        horizon=d.get("horizon"), timeout=d.get("timeout"), max_attempts=d.get("max_attempts"),
-        misfire_grace=d.get("misfire_grace"), idempotency_key=d.get("idempotency_key"),
-        cwd=d.get("cwd"), created_at=_opt_time(d.get("created_at")),
-    )
+    def _claim(self, cond, params, now, owner, lease_until, limit) -> list[Job]:
+        with self._write() as c:
+            live = self._live_expired_owners(c, cond, params, now, owner)
+            rows = c.execute(_CLAIM.format(f"{cond} AND {_CLAIMABLE}"),
+                             [owner, iso(lease_until), iso(now), *params, iso(now), owner,
+                              live, limit]).fetchall()
+        jobs = [row_to_job(r) for r in rows]
+        jobs.sort(key=lambda j: (j.next_check_at, j.id))
+        return jobs
 
+    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
+        if not ids:
+            return []
+        with self._write() as c:
+            kept = {r[0] for r in c.execute(
+                "UPDATE future_job SET started_at = ? WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND status = 'in_flight' AND lease_owner = ? RETURNING id",
+                (iso(now), _ids_json(ids), owner))}
+        return [i for i in ids if i in kept]
 
-def _translate(e: sqlite3.Error, what: str) -> Exception:
-    msg = str(e)
-    if "locked" in msg or "busy" in msg:
-        return Busy(f"database is busy ({what}): another process holds a write lock; "
-                    "nothing was changed, try again")
-    if isinstance(e, sqlite3.OperationalError) and ("disk" in msg or "readonly" in msg
-                                                    or "read-only" in msg):
-        return StoreError(f"{what}: {msg}")
-    return StoreError(f"{what}: {msg}")
+    def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
+               executions: Sequence[Execution] = ()) -> list[Decision]:
+        if not decisions and not executions:
+            return []
+        with self._write() as c:
+            owned = {r[0] for r in c.execute(
+                "SELECT id FROM future_job WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND lease_owner = ?",
+                (_ids_json({d.job.id for d in decisions} | {e.job_id for e in executions}),
+                 owner))}
+            applied = [d for d in decisions if d.job.id in owned]
+            end_rows(c, [d for d in applied if isinstance(d, End)], now)
+            stamp = iso(now)
+            c.executemany(
+                "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
+                f"{_TO_PENDING}, last_error = ?, last_status = ? WHERE id = ?",
+                [(iso(m.next_check_at), m.check_count, m.attempt, stamp,
+                  (m.error or (m.result.error if m.result else None) or "")[:ERROR_CHARS] or None,
+                  m.result.status if m.result else None, m.job.id)
+                 for m in applied if isinstance(m, Reslot)])
+            c.executemany(INSERT_EXECUTION,
+                          [execution_to_row(e) for e in executions if e.job_id in owned])
+        return applied
+
+    def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
+        if not ids:
+            return 0
+        with self._write() as c:
+            return c.execute(
+                f"UPDATE future_job SET {_TO_PENDING} WHERE id IN "
+                "(SELECT value FROM json_each(?)) AND lease_owner = ? AND status = 'in_flight'",
+                (iso(now), _ids_json(ids), owner)).rowcount
+
+    def release_stale(self, owner: str | None, now: datetime) -> int:
+        if self.sessions.alive(owner) is True:
+            return 0
+        with self._write() as c:
+            return c.execute(
+                f"UPDATE future_job SET {_TO_PENDING} WHERE status = 'in_flight' AND "
+                "(lease_until IS NULL OR lease_until <= ?) AND lease_owner IS ?",
+                (iso(now), iso(now), owner)).rowcount
+

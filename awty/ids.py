@@ -1,0 +1,44 @@
+"""Job ids: what an awty id looks like, how a typed one is normalised, and which shard runs it.
+Pure and stdlib-only: the store, the runner and the slot tree all lean on it."""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+# A ULID in Crockford base32 (no I, L, O, U): 26 characters, text order is creation order.
+ID_CHARS = "0-9A-HJKMNP-TV-Z"
+ID = re.compile(rf"[{ID_CHARS}]{{26}}")
+ID_PREFIX = re.compile(rf"[{ID_CHARS}]{{1,26}}")
+MIN_PREFIX = 6  # shortest prefix `show`, `cancel`… accept for an id
+
+
+def is_id(text: str) -> bool:
+    return ID.fullmatch(text) is not None
+
+
+def normalise(text: str) -> str:
+    """What a user typed, as stored ids are spelled (upper case, surrounding blanks gone)."""
+    return text.strip().upper()
+
+
+def shard_of(job_id: str, count: int) -> int:
+    """Which of ``count`` shards (0-based) runs a job: a stable hash of its id, the same in
+    every process and every store."""
+    return zlib.crc32(job_id.encode()) % count
+
+
+# -- runner (lease owner) ids: "host:pid:nonce" ----------------------------------------------
+def new_owner() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+def runner_label(owner: str | None) -> str:
+    """``runner pid N`` from an owner id, for messages."""
+    parts = (owner or "").split(":")
+    if len(parts) >= 3 and parts[-2].isdigit():
+        return f"runner pid {parts[-2]}"
+    return f"runner {owner}" if owner else "a runner"

@@ -1,0 +1,201 @@
+"""One run of one slot's claims: claim -> start -> execute -> record.
+
+Store calls (claim, start, finish) run on one store thread, in order, while the event loop
+keeps callbacks in flight: the next batch is claimed before the current one runs dry, the next
+chunk is marked started before the current one is sent, and a batch's results are written while
+the next one is being sent. SQLite and the file system release the GIL, so the two overlap.
+
+A claimed job is sent only after ``Store.start`` returned it, just before sending: a job
+cancelled or rescheduled since its claim is not returned, and never sent (lazy cancel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from time import monotonic
+
+from .clock import Clock
+from .config import Settings
+from .errors import AwtyError, Busy
+from .model import Decision, Execution, Job, SlotSummary
+from .store.base import Store
+
+Execute = Callable[[Job, list[Execution]], Awaitable[Decision]]
+
+
+def lease_seconds(s: Settings) -> float:
+    """Long enough for a whole batch to be sent at the configured concurrency, with retries."""
+    waves = math.ceil(s.batch_size / max(1, s.concurrency))
+    return max(s.lease, s.timeout * (s.quick_retries + 1) * (waves + 1) + 60)
+
+
+class SlotRun:
+    def __init__(self, *, store: Store, clock: Clock, settings: Settings, slot: datetime,
+                 shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
+                 execute: Execute, recorded: Callable[[list[Decision]], None],
+                 on_job: Callable[[str], None] = lambda job_id: None):
+        self.store = store
+        self.clock = clock
+        self.s = settings
+        self.slot = slot
+        self.shard = shard
+        self.owner = owner
+        self.summary = summary
+        self.execute = execute
+        self.recorded = recorded
+        self.on_job = on_job
+        self.lease = lease_seconds(settings)
+        self.low_water = max(settings.concurrency, settings.batch_size // 4)
+        self.chunk = max(1, settings.concurrency)
+        self.queue: deque[Job] = deque()  # claimed, not started
+        self.ready: deque[Job] = deque()  # started: on their way to the wire
+        self.decisions: list[Decision] = []
+        self.executions: list[Execution] = []
+        self.writes: list[asyncio.Future] = []
+        self.claiming: asyncio.Future | None = None
+        self.starting: asyncio.Future | None = None
+        self.starting_jobs: list[Job] = []
+        self.exhausted = False  # no more claims: the slot is empty or the store failed
+        self.error: BaseException | None = None
+        self.io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # -- on the store thread ----------------------------------------------------------------
+    def _claim(self) -> list[Job]:
+        now = self.clock.now()
+        return self.store.claim(self.slot, now=now, owner=self.owner,
+                                lease_until=now + timedelta(seconds=self.lease),
+                                limit=self.s.batch_size, shard=self.shard)
+
+    def _start(self, jobs: list[Job]) -> list[Job]:
+        kept = set(self.store.start([j.id for j in jobs], owner=self.owner,
+                                    now=self.clock.now()))
+        self.summary.skipped_cancelled += len(jobs) - len(kept)
+        return [j for j in jobs if j.id in kept]
+
+    def _record(self, batch: list[Decision], executions: list[Execution]) -> None:
+        # These callbacks were sent: dropping their results over a briefly locked database
+        # would send them all again once the leases expire. Keep trying (each try waits the
+        # busy timeout) for half a lease; after that the leases decide.
+        give_up = monotonic() + self.lease / 2
+        while True:
+            try:
+                applied = self.store.finish(batch, owner=self.owner, now=self.clock.now(),
+                                            executions=executions)
+                break
+            except Busy:
+                if monotonic() >= give_up:
+                    raise
+        self.recorded(applied)
+
+    # -- on the event loop --------------------------------------------------------------------
+    def _fail(self, error: BaseException | None) -> None:
+        self.exhausted = True
+        self.error = self.error or error
+
+    def _kick_claim(self) -> asyncio.Future | None:
+        if self.claiming is None and not self.exhausted:
+            fut = self.loop.run_in_executor(self.io, self._claim)
+            fut.add_done_callback(self._claimed)
+            self.claiming = fut
+        return self.claiming
+
+    def _claimed(self, fut: asyncio.Future) -> None:
+        if self.claiming is not fut:
+            return  # handed over already (by a worker that awaited it, or its callback)
+        self.claiming = None
+        if fut.cancelled() or fut.exception() is not None:
+            self._fail(None if fut.cancelled() else fut.exception())
+            return
+        jobs = fut.result()
+        if not jobs:
+            self.exhausted = True
+        self.queue.extend(jobs)
+
+    def _kick_start(self) -> asyncio.Future | None:
+        if self.starting is None and self.queue and self.error is None:
+            todo = [self.queue.popleft() for _ in range(min(self.chunk, len(self.queue)))]
+            if len(self.queue) < self.low_water:
+                self._kick_claim()
+            fut = self.loop.run_in_executor(self.io, self._start, todo)
+            fut.add_done_callback(self._started)
+            self.starting, self.starting_jobs = fut, todo
+        return self.starting
+
+    def _started(self, fut: asyncio.Future) -> None:
+        if self.starting is not fut:
+            return
+        self.starting = None
+        if fut.cancelled() or fut.exception() is not None:
+            self.queue.extendleft(reversed(self.starting_jobs))  # never sent: released at the end
+            self._fail(None if fut.cancelled() else fut.exception())
+            return
+        self.ready.extend(fut.result())
+
+    def flush(self) -> None:
+        if self.decisions:
+            self.writes.append(self.loop.run_in_executor(
+                self.io, self._record, self.decisions[:], self.executions[:]))
+            self.decisions.clear()
+            self.executions.clear()
+
+    async def _wait(self, fut: asyncio.Future, handover: Callable[[asyncio.Future], None]) -> bool:
+        """Await a claim or a start; False when it failed (stop this worker: what is in hand
+        is finished, and the error raised once the results are written)."""
+        try:
+            await fut
+        except AwtyError:
+            handover(fut)
+            return False
+        # Awaiting a future that is already done does not yield, so its done callback may not
+        # have run yet: hand the jobs over here, or the worker spins.
+        handover(fut)
+        return True
+
+    async def worker(self) -> None:
+        while True:
+            if self.ready:
+                job = self.ready.popleft()
+                if len(self.ready) < self.chunk:
+                    self._kick_start()  # the next chunk is started while this one is sent
+                decision = await self.execute(job, self.executions)
+                self.decisions.append(decision)
+                self.on_job(job.id)
+                if len(self.decisions) >= self.s.batch_size:
+                    self.flush()
+                continue
+            fut = self._kick_start()
+            if fut is not None:
+                if not await self._wait(fut, self._started):
+                    return
+                continue
+            fut = self._kick_claim()
+            if fut is None:
+                return
+            if not await self._wait(fut, self._claimed):
+                return
+
+    async def run(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        try:
+            await asyncio.gather(*(self.worker() for _ in range(max(1, self.s.concurrency))))
+            self.flush()
+            failed = [r for r in await asyncio.gather(*self.writes, return_exceptions=True)
+                      if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
+            if self.error is not None:
+                raise self.error  # a claim or start failed: what is left waits for the next run
+        finally:
+            self.io.shutdown(wait=True)  # a claim, start or write still running finishes first
+            for fut, handover in ((self.claiming, self._claimed), (self.starting, self._started)):
+                if fut is not None and fut.done():
+                    handover(fut)
+            unsent = [j.id for j in (*self.ready, *self.queue)]
+            if unsent:  # interrupted: hand the unsent claims back rather than wait on leases
+                self.store.release(unsent, owner=self.owner, now=self.clock.now())

@@ -1,0 +1,82 @@
+"""The SQLite store's read-only reports: ``stats``, ``leases`` and ``check``.
+
+Everything is computed in SQL (counts, GROUP BY, one ORDER BY … LIMIT 1 OFFSET k per
+percentile), so the cost does not depend on holding rows in memory."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime
+
+from ..model import LeaseGroup, StoreHealth, StoreStats
+from ..slots import from_iso, iso
+
+Alive = Callable[[str | None], bool | None]
+
+
+def leases(conn: sqlite3.Connection, now: datetime, alive: Alive) -> list[LeaseGroup]:
+    rows = conn.execute(
+        "SELECT lease_owner, count(*), coalesce(sum(lease_until IS NULL OR lease_until <= ?), 0) "
+        "FROM future_job WHERE status = 'in_flight' GROUP BY lease_owner ORDER BY lease_owner",
+        (iso(now),)).fetchall()
+    return [LeaseGroup(owner=o, jobs=n, expired=x, alive=alive(o)) for o, n, x in rows]
+
+
+def _counts(conn: sqlite3.Connection, sql: str, *params: object) -> dict[str, int]:
+    return {k: n for k, n in conn.execute(sql, params)}
+
+
+def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datetime,
+          current: datetime, next_slots: int) -> StoreStats:
+    q = conn.execute
+    cur, since_s = iso(current), iso(since)
+    upcoming = q("SELECT next_check_at, count(*) FROM future_job WHERE next_check_at >= ? "
+                 "GROUP BY next_check_at ORDER BY next_check_at LIMIT ?",
+                 (cur, next_slots)).fetchall()
+    past_jobs, past_slots = q("SELECT count(*), count(DISTINCT next_check_at) FROM future_job "
+                              "WHERE next_check_at < ?", (cur,)).fetchone()
+    pending = q("SELECT count(*) FROM future_job WHERE status = 'pending'").fetchone()[0]
+    stale = sum(g.expired for g in leases(conn, now, alive) if g.alive is not True)
+    total, retries, failures = q(
+        "SELECT count(*), coalesce(sum(attempt > 1), 0), "
+        "coalesce(sum(answer IN ('retry', 'fail')), 0) FROM job_event WHERE at >= ?",
+        (since_s,)).fetchone()
+    late = "FROM job_event WHERE at >= ? AND lateness_ms IS NOT NULL"
+    n, top = q(f"SELECT count(*), max(lateness_ms) {late}", (since_s,)).fetchone()
+
+    def rank(k: int) -> float:  # the k-th smallest, 0-based
+        return q(f"SELECT lateness_ms {late} ORDER BY lateness_ms LIMIT 1 OFFSET ?",
+                 (since_s, k)).fetchone()[0]
+
+    median = p99 = None
+    if n:
+        median = rank(n // 2) if n % 2 else (rank(n // 2 - 1) + rank(n // 2)) / 2
+        p99 = rank(math.ceil(0.99 * n) - 1)
+    return StoreStats(
+        pending=pending,
+        in_flight=q("SELECT count(*) FROM future_job WHERE status = 'in_flight'").fetchone()[0],
+        stale_leases=stale,
+        by_kind=_counts(conn, "SELECT kind, count(*) FROM future_job GROUP BY kind ORDER BY kind"),
+        next_slots=[(from_iso(s), c) for s, c in upcoming],
+        past_slots=past_slots, past_jobs=past_jobs,
+        outcomes=_counts(conn, "SELECT outcome, count(*) FROM job_history WHERE ended_at >= ? "
+                               "GROUP BY outcome ORDER BY outcome", since_s),
+        executions=total,
+        by_answer=_counts(conn, "SELECT answer, count(*) FROM job_event WHERE at >= ? "
+                                "GROUP BY answer ORDER BY answer", since_s),
+        retries=retries, failures=failures, lateness_count=n,
+        lateness_median_ms=median, lateness_p99_ms=p99, lateness_max_ms=top if n else None,
+    )
+
+
+def check(conn: sqlite3.Connection, version: int) -> StoreHealth:
+    try:
+        problems = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
+    except sqlite3.Error as e:
+        return StoreHealth(False, version, f"PRAGMA integrity_check: {e}", (str(e),))
+    if problems == ["ok"]:
+        return StoreHealth(True, version, "PRAGMA integrity_check: ok")
+    return StoreHealth(False, version, "PRAGMA integrity_check: " + "; ".join(problems[:5]),
+                       tuple(problems))

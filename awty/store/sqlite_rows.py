@@ -1,0 +1,120 @@
+"""SQLite rows <-> records: the column lists, the conversions, and error translation."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from ..errors import Busy, StoreError
+from ..model import Answer, Execution, HistoryRow, Job, Kind, Outcome, Status
+from ..slots import from_iso, iso
+from .jobdict import payload_of
+
+JOB_COLUMNS = (
+    "id", "entity_name", "entity_key", "kind", "target", "payload", "headers",
+    "first_check_at", "next_check_at", "check_count", "attempt", "status", "max_checks",
+    "horizon", "timeout", "max_attempts", "misfire_grace", "idempotency_key", "fingerprint",
+    "cwd", "lease_owner", "lease_until", "created_at", "updated_at", "last_error",
+    "started_at", "env",
+)
+FINGERPRINT = JOB_COLUMNS.index("fingerprint")
+SELECT_JOB = "SELECT " + ", ".join(JOB_COLUMNS) + " FROM future_job"
+RETURNING_JOB = " RETURNING " + ", ".join(JOB_COLUMNS)
+INSERT_JOB = (f"INSERT INTO future_job ({', '.join(JOB_COLUMNS)}) "
+              f"VALUES ({', '.join('?' * len(JOB_COLUMNS))})")
+HISTORY_COLUMNS = (
+    "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
+    "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
+    "last_status", "error", "output", "idempotency_key", "fingerprint", "job",
+)
+INSERT_HISTORY = (f"INSERT INTO job_history ({', '.join(HISTORY_COLUMNS)}) "
+                  f"VALUES ({', '.join('?' * len(HISTORY_COLUMNS))})")
+EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "status",
+                     "duration_ms", "lateness_ms", "error")
+INSERT_EXECUTION = (f"INSERT INTO job_event ({', '.join(EXECUTION_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(EXECUTION_COLUMNS))})")
+SELECT_EXECUTION = "SELECT " + ", ".join(EXECUTION_COLUMNS) + " FROM job_event"
+
+_KINDS = {k.value: k for k in Kind}  # a dict lookup, not an Enum call: claims build many jobs
+_STATUSES = {s.value: s for s in Status}
+_ANSWERS = {a.value: a for a in Answer}
+
+
+def opt_time(text: str | None) -> datetime | None:
+    return from_iso(text) if text else None
+
+
+def opt_iso(at: datetime | None) -> str | None:
+    return iso(at) if at else None
+
+
+def row_to_job(r: tuple) -> Job:
+    return Job(
+        id=r[0], entity_name=r[1], entity_key=r[2], kind=_KINDS[r[3]], target=r[4],
+        payload_json=r[5], headers=json.loads(r[6]) if r[6] else {},
+        first_check_at=from_iso(r[7]), next_check_at=from_iso(r[8]), check_count=r[9],
+        attempt=r[10], status=_STATUSES[r[11]], max_checks=r[12], horizon=r[13], timeout=r[14],
+        max_attempts=r[15], misfire_grace=r[16], idempotency_key=r[17], cwd=r[19],
+        lease_owner=r[20], lease_until=opt_time(r[21]), created_at=opt_time(r[22]),
+        updated_at=opt_time(r[23]), last_error=r[24], started_at=opt_time(r[25]),
+        env=json.loads(r[26]) if r[26] is not None else None,
+    )
+
+
+def job_to_row(j: Job, fingerprint: str | None) -> tuple:
+    return (
+        j.id, j.entity_name, j.entity_key, j.kind.value, j.target, j.payload_json,
+        json.dumps(j.headers, separators=(",", ":")) if j.headers else None,
+        iso(j.first_check_at), iso(j.next_check_at), j.check_count, j.attempt, j.status.value,
+        j.max_checks, j.horizon, j.timeout, j.max_attempts, j.misfire_grace, j.idempotency_key,
+        fingerprint, j.cwd, j.lease_owner, opt_iso(j.lease_until), opt_iso(j.created_at),
+        opt_iso(j.updated_at), j.last_error, opt_iso(j.started_at),
+        json.dumps(j.env, separators=(",", ":")) if j.env is not None else None,
+    )
+
+
+def row_to_history(r: sqlite3.Row) -> HistoryRow:
+    return HistoryRow(
+        id=r["id"], kind=_KINDS[r["kind"]], target=r["target"], entity_name=r["entity_name"],
+        entity_key=r["entity_key"], outcome=Outcome(r["outcome"]), reason=r["reason"],
+        checks=r["checks"], attempts=r["attempts"], first_check_at=from_iso(r["first_check_at"]),
+        ended_at=from_iso(r["ended_at"]), created_at=opt_time(r["created_at"]),
+        duration_ms=r["duration_ms"], last_status=r["last_status"], error=r["error"],
+        output=r["output"], payload_json=payload_of(r["job"]),
+    )
+
+
+def execution_to_row(e: Execution) -> tuple:
+    return (e.job_id, iso(e.at), e.slot, e.check, e.attempt, e.answer.value, e.status,
+            e.duration_ms, e.lateness_ms, e.error)
+
+
+def row_to_execution(r: tuple) -> Execution:
+    return Execution(job_id=r[0], at=from_iso(r[1]), slot=r[2], check=r[3], attempt=r[4],
+                     answer=_ANSWERS[r[5]], status=r[6], duration_ms=r[7], lateness_ms=r[8],
+                     error=r[9])
+
+
+def where(conditions: list[tuple[str, object]]) -> tuple[str, list]:
+    """`` WHERE a = ? AND b >= ?`` and its parameters, from the (clause, value) pairs whose value
+    is given; datetimes become stored instants."""
+    used = [(c, iso(v) if isinstance(v, datetime) else v) for c, v in conditions
+            if v is not None]
+    if not used:
+        return "", []
+    return " WHERE " + " AND ".join(c for c, _ in used), [v for _, v in used]
+
+
+def job_filters(status, slot, until, entity, key, kind) -> tuple[str, list]:
+    return where([("status = ?", status or None), ("next_check_at = ?", slot),
+                  ("next_check_at <= ?", until), ("entity_name = ?", entity),
+                  ("entity_key = ?", key), ("kind = ?", kind or None)])
+
+
+def translate(e: sqlite3.Error, what: str) -> Exception:
+    msg = str(e)
+    if "locked" in msg or "busy" in msg:
+        return Busy(f"database is busy ({what}): another process holds a write lock; "
+                    "nothing was changed, try again")
+    return StoreError(f"{what}: {msg}")

@@ -1,0 +1,131 @@
+"""The SQLite store's multi-row writes, each run inside the caller's ``BEGIN IMMEDIATE``:
+adding with idempotency keys, ending jobs into history, re-arming an ended job."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from ..errors import Conflict, JobNotFound
+from ..model import Added, End, Job, Outcome, Status
+from ..slots import iso
+from .jobdict import job_from_json, job_to_json, payload_only_json
+from .sqlite_rows import (
+    FINGERPRINT,
+    INSERT_HISTORY,
+    INSERT_JOB,
+    SELECT_JOB,
+    job_to_row,
+    opt_iso,
+    row_to_job,
+)
+
+ERROR_CHARS = 2000
+REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
+
+
+def add_jobs(c: sqlite3.Connection, jobs: Sequence[Job],
+             fingerprints: Sequence[str | None]) -> list[Added]:
+    """Insert all or none (see ``Store.add``)."""
+    out: list[Added] = []
+    keyed = [(j, f) for j, f in zip(jobs, fingerprints, strict=True) if j.idempotency_key]
+    existing: dict[str, Job] = {}
+    seen: dict[str, str | None] = {}
+    for j, f in keyed:
+        key = j.idempotency_key
+        if key in seen:
+            if seen[key] != f:
+                raise Conflict(f"idempotency key {key!r} is used twice in this batch "
+                               "for different jobs")
+            continue
+        seen[key] = f
+        found = _by_idempotency_key(c, key)
+        if found is not None:
+            job, fp = found
+            if fp != f:
+                raise Conflict(f"idempotency key {key!r} already names job {job.id}, "
+                               "which is a different job")
+            existing[key] = job
+    rows, firsts = [], {}
+    for j, f in zip(jobs, fingerprints, strict=True):
+        key = j.idempotency_key
+        if key and key in existing:
+            out.append(Added(existing[key], False))
+        elif key and key in firsts:
+            out.append(Added(firsts[key], False))
+        else:
+            rows.append(job_to_row(j, f))
+            out.append(Added(j, True))
+            if key:
+                firsts[key] = j
+    c.executemany(INSERT_JOB, rows)
+    return out
+
+
+def _by_idempotency_key(c: sqlite3.Connection, key: str) -> tuple[Job, str | None] | None:
+    r = c.execute(SELECT_JOB + " WHERE idempotency_key = ?", (key,)).fetchone()
+    if r is not None:
+        return row_to_job(r), r[FINGERPRINT]
+    h = c.execute("SELECT job, fingerprint FROM job_history WHERE idempotency_key = ? "
+                  "ORDER BY seq DESC LIMIT 1", (key,)).fetchone()
+    if h is not None:
+        return job_from_json(h[0]), h[1]
+    return None
+
+
+def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime) -> None:
+    """Move ended jobs from future_job to one history row each."""
+    if not ends:
+        return
+    stamp = iso(now)
+    rows = []
+    for e in ends:
+        j, r = e.job, e.result
+        rows.append((
+            j.id, j.kind.value, j.target, j.entity_name, j.entity_key, e.outcome.value,
+            e.reason, j.check_count + (1 if r is not None else 0),
+            j.attempt + (1 if r is not None else 0),
+            iso(j.first_check_at), stamp, opt_iso(j.created_at),
+            round(r.duration * 1000, 3) if r else None,
+            round(e.lateness * 1000, 3) if e.lateness is not None else None,
+            r.status if r else None,
+            r.error[:ERROR_CHARS] if r and r.error else None,
+            r.output[:ERROR_CHARS] if r and r.output else None,
+            j.idempotency_key, None,
+            job_to_json(j) if e.outcome in REARMABLE or j.idempotency_key
+            else payload_only_json(j),
+        ))
+    c.executemany(INSERT_HISTORY, rows)
+    # Fingerprints follow the job into history, for idempotency after it ended.
+    c.executemany(
+        "UPDATE job_history SET fingerprint = (SELECT fingerprint FROM future_job "
+        "WHERE future_job.id = job_history.id) WHERE seq = (SELECT max(seq) FROM "
+        "job_history WHERE id = ?) AND idempotency_key IS NOT NULL",
+        [(e.job.id,) for e in ends if e.job.idempotency_key])
+    c.executemany("DELETE FROM future_job WHERE id = ?", [(e.job.id,) for e in ends])
+
+
+def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
+              now: datetime) -> Job:
+    """Re-arm an ended job as pending (see ``Store.retry``)."""
+    if c.execute("SELECT 1 FROM future_job WHERE id = ?", (job_id,)).fetchone():
+        raise Conflict(f"job {job_id} is still pending; nothing to retry")
+    h = c.execute("SELECT job, fingerprint, outcome FROM job_history WHERE id = ? "
+                  "ORDER BY seq DESC LIMIT 1", (job_id,)).fetchone()
+    if h is None:
+        raise JobNotFound(job_id)
+    if h[2] not in REARMABLE and '"target"' not in h[0]:
+        raise Conflict(f"job {job_id} ended {h[2]}; only failed, expired or cancelled "
+                       "jobs can be re-armed")
+    old = job_from_json(h[0])
+    key = old.idempotency_key
+    if key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
+                         (key,)).fetchone():
+        key = None  # another live job took the key since; keep the retry keyless
+    job = replace(old, next_check_at=next_check_at, check_count=0, attempt=0,
+                  status=Status.PENDING, idempotency_key=key, updated_at=now,
+                  lease_owner=None, lease_until=None, last_error=None, started_at=None)
+    c.execute(INSERT_JOB, job_to_row(job, h[1]))
+    return job
