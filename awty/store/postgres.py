@@ -25,37 +25,12 @@ from psycopg_pool import ConnectionPool
 from ..config import SCHEMA_NAME
 from ..errors import Conflict, InvalidInput, JobNotFound, StoreError
 from ..model import (
-    Added,
-    Answer,
-    CancelResult,
-    Decision,
-    End,
-    Execution,
-    HistoryRow,
-    Job,
-    Kind,
-    LeaseGroup,
-    Outcome,
-    Reslot,
-    Status,
-    StoreHealth,
-    StoreStats,
+    Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, Kind, LeaseGroup,
+    Outcome, Reslot, Status, StoreHealth, StoreStats,
 )
 from . import pg_migrations
+from .jobdict import job_from_json, job_to_json
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
-
-try:
-    from .jobdict import job_from_json, job_to_json
-except ImportError:  # until the seams merge brings jobdict.py (which keeps env itself)
-    from dataclasses import replace as _replace
-
-    from .sqlite import _job_from_history_json, job_to_dict
-
-    def job_to_json(j: Job) -> str:
-        return json.dumps({**job_to_dict(j), "env": j.env}, separators=(",", ":"))
-
-    def job_from_json(text: str) -> Job:
-        return _replace(_job_from_history_json(text), env=json.loads(text).get("env"))
 
 _ERROR_CHARS = 2000
 _REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)

@@ -15,24 +15,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from awty.errors import Conflict, JobNotFound
+from awty.ids import shard_of
 from awty.model import (
-    Added,
-    Answer,
-    End,
-    Execution,
-    Job,
-    Kind,
-    Outcome,
-    Reslot,
-    Result,
-    Status,
-    new_id,
+    Added, Answer, End, Execution, Job, Kind, Outcome, Reslot, Result, Status, new_id,
 )
-
-try:
-    from awty.ids import shard_of
-except ImportError:  # before the seams merge
-    from awty.policy import shard_of
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
