@@ -84,12 +84,15 @@ TEXTS = {
     "slots_with_work": "SELECT next_check_at, count(*) FROM {s}.future_job",
     "history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history",
     # ARRAY(…) rather than a join: the UPDATE then finds its rows through the primary key,
-    # whatever the table holds (a hash join would scan it all).
+    # whatever the table holds (a hash join would scan it all). The slot is written as a
+    # one-second range so that only the (next_check_at, id) index gives the order: with
+    # ``=`` the planner may walk the primary key instead, past every row of other slots.
     "claim": f"""UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
         lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
     WHERE f.id = ANY(ARRAY(
         SELECT f.id FROM {{s}}.future_job f
-        WHERE f.next_check_at = %(slot)s AND {CLAIMABLE} AND {NOT_MINE} {{shard}}
+        WHERE f.next_check_at >= %(slot)s AND f.next_check_at < %(slot_end)s
+          AND {CLAIMABLE} AND {NOT_MINE} {{shard}}
         ORDER BY f.next_check_at, f.id LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED))
     RETURNING {_FJOB}""",

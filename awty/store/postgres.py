@@ -15,7 +15,7 @@ import re
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -33,6 +33,7 @@ from .jobdict import job_from_json, job_to_json
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
 
 _ERROR_CHARS = 2000
+_SECOND = timedelta(seconds=1)
 _REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
 _KINDS = {k.value: k for k in Kind}
 _STATUSES = {s.value: s for s in Status}
@@ -512,9 +513,9 @@ class PostgresStore:
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
               limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
-        params = {"slot": _sec(slot), "now": _sec(now), "owner": owner,
-                  "owner_key": _key(owner), "until": _sec(lease_until), "limit": limit,
-                  "owner_class": self._owner_class}
+        params = {"slot": _sec(slot), "slot_end": _sec(slot) + _SECOND, "now": _sec(now),
+                  "owner": owner, "owner_key": _key(owner), "until": _sec(lease_until),
+                  "limit": limit, "owner_class": self._owner_class}
         sql = self.sql.claim
         if shard is not None:
             sql = sql.replace("{shard}", "AND f.shard_key %% %(n)s = %(i)s")
