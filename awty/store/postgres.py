@@ -291,15 +291,17 @@ class PostgresStore:
 
     @staticmethod
     def _job_filters(status, slot, until, entity, key, kind) -> tuple[str, list]:
+        # A slot as a one-second range, as in claim: the slot index gives the order.
+        slot = _sec(slot)
         used = [(c, v) for c, v in (
-            ("status = %s", status), ("next_check_at = %s", _sec(slot)),
+            ("status = %s", str(status) if status is not None else None),
+            ("next_check_at >= %s", slot), ("next_check_at < %s", slot and slot + _SECOND),
             ("next_check_at <= %s", _sec(until)), ("entity_name = %s", entity),
-            ("entity_key = %s", key), ("kind = %s", kind),
+            ("entity_key = %s", key), ("kind = %s", str(kind) if kind is not None else None),
         ) if v is not None]
         if not used:
             return "", []
-        return " WHERE " + " AND ".join(c for c, _ in used), [str(v) if isinstance(
-            v, (Status, Kind)) else v for _, v in used]
+        return " WHERE " + " AND ".join(c for c, _ in used), [v for _, v in used]
 
     def list(self, *, status: str | None = None, slot: datetime | None = None,
              until: datetime | None = None, entity: str | None = None, key: str | None = None,
