@@ -9,7 +9,8 @@ Figures (median of ``--runs``):
   * ``cycle``: jobs/s through claim + start + finish (each job ended with one execution
     recorded), batches of 1,000, one slot of ``--slot-jobs`` jobs;
   * ``flat``: the same cycle with ``--background`` pending rows in other slots, and its ratio
-    to the empty-table cycle (target ≤ 1.2×).
+    to the empty-table cycle (target ≤ 1.2×);
+  * ``two_vs_one``: 2 processes draining one slot together (SKIP LOCKED) against 1.
 
 Each run uses a fresh schema (``bench_<random>``) in the given database, dropped afterwards.
 ``measure()`` returns the figures as a dict, for the main bench to include.
@@ -121,6 +122,40 @@ def cycle(url: str, n: int, background: int) -> float:
         return cycle_rate(store, n)
 
 
+def _drain(url: str, schema: str, owner: str, start_at: float) -> int:
+    from awty.store.postgres import PostgresStore
+
+    store = PostgresStore(url, schema=schema)
+    time.sleep(max(0.0, start_at - time.time()))  # every process starts together
+    with store.owner_session(owner):
+        done = 0
+        while got := store.claim(SLOT, now=NOW, owner=owner,
+                                 lease_until=NOW + timedelta(minutes=10), limit=1000):
+            store.start([j.id for j in got], owner=owner, now=NOW)
+            result = Result(Answer.DONE, status=204, duration=0.002)
+            store.finish([End(j, Outcome.DONE, "ok", result) for j in got], owner=owner, now=NOW)
+            done += len(got)
+    store.close()
+    return done
+
+
+def parallel(url: str, n: int, procs: int) -> float:
+    """``procs`` processes sharing one slot of ``n`` jobs (SKIP LOCKED); jobs/s, wall clock."""
+    import multiprocessing
+
+    with _Schema(url) as store:
+        store.add(_jobs(n, SLOT), [None] * n)
+        _vacuum(url, store.schema)
+        start_at = time.time() + 1.0
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(procs) as pool:
+            done = pool.starmap(_drain, [(url, store.schema, f"bench:{i}:p", start_at)
+                                         for i in range(procs)])
+        elapsed = time.time() - start_at
+    assert sum(done) == n, (done, n)
+    return n / elapsed
+
+
 def _median(fn, runs: int) -> dict:
     values = [fn() for _ in range(runs)]
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
@@ -137,9 +172,12 @@ def measure(url: str = DEFAULT_URL, *, quick: bool = False, runs: int = 3,
         "add_10000": _median(lambda: add_rate(url, add_n, 10_000), runs),
         "cycle": _median(lambda: cycle(url, slot_jobs, 0), runs),
         "cycle_background": _median(lambda: cycle(url, slot_jobs, background), runs),
+        "one_process": _median(lambda: parallel(url, slot_jobs, 1), runs),
+        "two_processes": _median(lambda: parallel(url, slot_jobs, 2), runs),
         "sizes": {"add": add_n, "slot_jobs": slot_jobs, "background": background},
     }
     out["flat_ratio"] = out["cycle"]["median"] / out["cycle_background"]["median"]
+    out["two_vs_one"] = out["two_processes"]["median"] / out["one_process"]["median"]
     return out
 
 
@@ -160,11 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, label in (("add_1000", f"add {s['add']:,} jobs, batches of 1,000"),
                         ("add_10000", f"add {s['add']:,} jobs, batches of 10,000"),
                         ("cycle", f"claim+start+finish, slot of {s['slot_jobs']:,}"),
-                        ("cycle_background", f"same, {s['background']:,} other pending rows")):
+                        ("cycle_background", f"same, {s['background']:,} other pending rows"),
+                        ("one_process", "claim+start+finish, 1 process (no executions)"),
+                        ("two_processes", "same, 2 processes sharing the slot")):
         m = r[name]
         print(f"{label:<55} {m['median']:>10,.0f} jobs/s  "
               f"(min {m['min']:,.0f}, max {m['max']:,.0f})")
     print(f"{'flatness (empty / with background)':<55} {r['flat_ratio']:>10.2f}x")
+    print(f"{'2 processes / 1 process':<55} {r['two_vs_one']:>10.2f}x")
     return 0
 
 
