@@ -10,9 +10,7 @@ its connection. Every psycopg error leaves as a one-line ``StoreError``.
 
 from __future__ import annotations
 
-import json
 import re
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -25,88 +23,20 @@ from psycopg_pool import ConnectionPool
 from ..config import SCHEMA_NAME
 from ..errors import Conflict, InvalidInput, JobNotFound, StoreError
 from ..model import (
-    Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, Kind, LeaseGroup,
+    Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
     Outcome, Reslot, Status, StoreHealth, StoreStats,
 )
 from . import pg_migrations
-from .jobdict import job_from_json, job_to_json
+from .jobdict import job_from_json
+from .pg_locks import PgSlotLock
+from .pg_rows import (
+    ERROR_CHARS, execution_row, history_row, job_to_row, lock_key, row_to_history,
+    row_to_job, sec,
+)
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
 
-_ERROR_CHARS = 2000
 _SECOND = timedelta(seconds=1)
-_REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
-_KINDS = {k.value: k for k in Kind}
-_STATUSES = {s.value: s for s in Status}
 _KEEPALIVES = " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def _key(text: str) -> int:
-    """A 31-bit advisory-lock key (pg_advisory_lock(int4, int4) takes signed int4)."""
-    return zlib.crc32(text.encode()) & 0x7FFFFFFF
-
-
-def _sec(at: datetime | None) -> datetime | None:
-    # Stored times are whole seconds in both stores; comparisons use the same truncation.
-    return at.replace(microsecond=0) if at is not None and at.microsecond else at
-
-
-def _float(x: float | None) -> float | None:
-    # Binary COPY of a float8 column takes floats only (an int from a config file would fail).
-    return float(x) if x is not None else None
-
-
-def _row_to_job(r: Sequence) -> Job:
-    return Job(
-        id=r[0], kind=_KINDS[r[1]], target=r[2], payload_json=r[3],
-        headers=json.loads(r[4]) if r[4] else {}, env=json.loads(r[5]) if r[5] else None,
-        entity_name=r[6], entity_key=r[7], first_check_at=r[8], next_check_at=r[9],
-        check_count=r[10], attempt=r[11], status=_STATUSES[r[12]], max_checks=r[13],
-        horizon=r[14], timeout=r[15], max_attempts=r[16], misfire_grace=r[17],
-        idempotency_key=r[18], cwd=r[19], created_at=r[20], updated_at=r[21],
-        last_error=r[22], lease_owner=r[23], lease_until=r[24], started_at=r[25],
-    )
-
-
-def _job_to_row(j: Job, fingerprint: str | None) -> tuple:
-    return (
-        j.id, j.kind.value, j.target, j.payload_json,
-        _COMPACT(j.headers) if j.headers else None,
-        _COMPACT(j.env) if j.env is not None else None, j.entity_name, j.entity_key,
-        _sec(j.first_check_at), _sec(j.next_check_at), j.check_count, j.attempt,
-        j.status.value, j.max_checks, _float(j.horizon), _float(j.timeout), j.max_attempts,
-        _float(j.misfire_grace),
-        j.idempotency_key, j.cwd, _sec(j.created_at), _sec(j.updated_at), j.last_error,
-        j.lease_owner, _sec(j.lease_until), _sec(j.started_at), fingerprint,
-        zlib.crc32(j.id.encode()),
-    )
-
-
-def _row_to_history(r: Sequence) -> HistoryRow:
-    return HistoryRow(
-        id=r[0], kind=_KINDS[r[1]], target=r[2], entity_name=r[3], entity_key=r[4],
-        outcome=Outcome(r[5]), reason=r[6], checks=r[7], attempts=r[8], first_check_at=r[9],
-        ended_at=r[10], created_at=r[11], duration_ms=r[12], last_status=r[13], error=r[14],
-        output=r[15], payload_json=r[16],
-    )
-
-
-def _history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprint,
-                 result=None, lateness: float | None = None) -> tuple:
-    ran = 1 if result is not None else 0
-    keep_job = outcome in _REARMABLE or j.idempotency_key
-    return (
-        j.id, j.kind.value, j.target, j.entity_name, j.entity_key, outcome.value, reason,
-        j.check_count + ran, j.attempt + ran, _sec(j.first_check_at), now, _sec(j.created_at),
-        round(result.duration * 1000.0, 3) if result else None,
-        round(lateness * 1000.0, 3) if lateness is not None else None,
-        result.status if result else None,
-        result.error[:_ERROR_CHARS] if result and result.error else None,
-        result.output[:_ERROR_CHARS] if result and result.output else None,
-        j.idempotency_key, fingerprint, j.payload_json,
-        # What `retry` and idempotency need to rebuild the job; a plain done job keeps none.
-        job_to_json(j) if keep_job else None,
-    )
 
 
 def _one_line(e: BaseException) -> str:
@@ -130,9 +60,9 @@ class PostgresStore:
         self._kwargs = {"connect_timeout": max(1, round(connect_timeout)),
                         "options": "-c TimeZone=UTC", "application_name": "awty"}
         self.sql = Sql(schema)
-        self._owner_class = _key(f"awty-owner:{schema}")
-        self._slot_class = _key(f"awty-slot:{schema}")
-        self._idempotency_class = _key(f"awty-idempotency:{schema}")
+        self._owner_class = lock_key(f"awty-owner:{schema}")
+        self._slot_class = lock_key(f"awty-slot:{schema}")
+        self._idempotency_class = lock_key(f"awty-idempotency:{schema}")
         self._sessions: dict[str, psycopg.Connection] = {}
         self._pool: ConnectionPool | None = None
         try:
@@ -228,9 +158,10 @@ class PostgresStore:
             known: dict[str, tuple[Job, str | None]] = {}
             if keys:
                 # Two adders of one new key wait for each other here, not on the unique index.
-                cur.execute(self.sql.key_lock, (self._idempotency_class, [_key(k) for k in keys]))
+                cur.execute(self.sql.key_lock,
+                            (self._idempotency_class, [lock_key(k) for k in keys]))
                 cur.execute(self.sql.by_keys, (keys,))
-                known = {r[0]: (_row_to_job(r[2:]), r[1]) for r in cur.fetchall()}
+                known = {r[0]: (row_to_job(r[2:]), r[1]) for r in cur.fetchall()}
                 missing = [k for k in keys if k not in known]
                 if missing:
                     cur.execute(self.sql.history_by_keys, (missing,))
@@ -246,7 +177,7 @@ class PostgresStore:
                                        f"{existing.id}, which is a different job")
                     out.append(Added(existing, False))
                     continue
-                rows.append(_job_to_row(j, fp))
+                rows.append(job_to_row(j, fp))
                 out.append(Added(j, True))
                 if key:
                     known[key] = (j, fp)
@@ -258,11 +189,11 @@ class PostgresStore:
     def get(self, job_id: str) -> Job | None:
         with self._tx("cannot read") as cur:
             r = cur.execute(self.sql.get, (job_id,)).fetchone()
-        return _row_to_job(r) if r else None
+        return row_to_job(r) if r else None
 
     def get_history(self, job_id: str) -> list[HistoryRow]:
         with self._tx("cannot read history") as cur:
-            return [_row_to_history(r) for r in cur.execute(self.sql.get_history, (job_id,))]
+            return [row_to_history(r) for r in cur.execute(self.sql.get_history, (job_id,))]
 
     def executions(self, job_id: str) -> list[Execution]:
         with self._tx("cannot read executions") as cur:
@@ -292,11 +223,11 @@ class PostgresStore:
     @staticmethod
     def _job_filters(status, slot, until, entity, key, kind) -> tuple[str, list]:
         # A slot as a one-second range, as in claim: the slot index gives the order.
-        slot = _sec(slot)
+        slot = sec(slot)
         used = [(c, v) for c, v in (
             ("status = %s", str(status) if status is not None else None),
             ("next_check_at >= %s", slot), ("next_check_at < %s", slot and slot + _SECOND),
-            ("next_check_at <= %s", _sec(until)), ("entity_name = %s", entity),
+            ("next_check_at <= %s", sec(until)), ("entity_name = %s", entity),
             ("entity_key = %s", key), ("kind = %s", str(kind) if kind is not None else None),
         ) if v is not None]
         if not used:
@@ -321,7 +252,7 @@ class PostgresStore:
                 cur.itersize = 2000
                 cur.execute(sql, params)
                 for r in cur:
-                    yield _row_to_job(r)
+                    yield row_to_job(r)
         except psycopg.Error as e:
             raise self._error(e, "cannot list") from None
 
@@ -334,12 +265,12 @@ class PostgresStore:
 
     def slot_ids(self, slot: datetime) -> set[str]:
         with self._tx("cannot read") as cur:
-            return {r[0] for r in cur.execute(self.sql.slot_ids, (_sec(slot),))}
+            return {r[0] for r in cur.execute(self.sql.slot_ids, (sec(slot),))}
 
     def slots_with_work(self, *, since: datetime | None = None,
                         until: datetime | None = None) -> list[tuple[datetime, int]]:
-        used = [(c, v) for c, v in (("next_check_at >= %s", _sec(since)),
-                                    ("next_check_at <= %s", _sec(until))) if v is not None]
+        used = [(c, v) for c, v in (("next_check_at >= %s", sec(since)),
+                                    ("next_check_at <= %s", sec(until))) if v is not None]
         where = (" WHERE " + " AND ".join(c for c, _ in used)) if used else ""
         sql = self.sql.slots_with_work + where + " GROUP BY next_check_at ORDER BY next_check_at"
         with self._tx("cannot read") as cur:
@@ -351,7 +282,7 @@ class PostgresStore:
         used = [(c, v) for c, v in (
             ("outcome = %s", str(outcome) if outcome is not None else None),
             ("entity_name = %s", entity), ("entity_key = %s", key),
-            ("ended_at >= %s", _sec(since)),
+            ("ended_at >= %s", sec(since)),
         ) if v is not None]
         sql = self.sql.history
         if used:
@@ -362,18 +293,18 @@ class PostgresStore:
             sql += " LIMIT %s"
             params.append(limit)
         with self._tx("cannot read history") as cur:
-            return [_row_to_history(r) for r in cur.execute(sql, params)]
+            return [row_to_history(r) for r in cur.execute(sql, params)]
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
               next_slots: int) -> StoreStats:
-        p = {"now": _sec(now), "current": _sec(current), "owner_class": self._owner_class}
-        since = _sec(since)
+        p = {"now": sec(now), "current": sec(current), "owner_class": self._owner_class}
+        since = sec(since)
         with self._tx("cannot compute stats") as cur:
             pending, in_flight, stale, past_slots, past_jobs = cur.execute(
                 self.sql.stats_jobs, p).fetchone()
             by_kind = dict(cur.execute(self.sql.stats_kinds).fetchall())
             nexts = [(r[0], r[1]) for r in cur.execute(
-                self.sql.stats_next, (_sec(current), next_slots))]
+                self.sql.stats_next, (sec(current), next_slots))]
             outcomes = dict(cur.execute(self.sql.stats_outcomes, (since,)).fetchall())
             answers = cur.execute(self.sql.stats_answers, (since,)).fetchall()
             late = cur.execute(self.sql.stats_lateness, (since,)).fetchone()
@@ -390,7 +321,7 @@ class PostgresStore:
 
     def leases(self, now: datetime) -> list[LeaseGroup]:
         with self._tx("cannot read leases") as cur:
-            rows = cur.execute(self.sql.leases, {"now": _sec(now),
+            rows = cur.execute(self.sql.leases, {"now": sec(now),
                                                  "owner_class": self._owner_class}).fetchall()
         return [LeaseGroup(owner, jobs, expired, bool(alive) if owner is not None else None)
                 for owner, jobs, expired, alive in rows]
@@ -402,12 +333,12 @@ class PostgresStore:
         rows = cur.execute(self.sql.cancel_select.replace("{where}", where), params).fetchall()
         cancelled, running, history = [], [], []
         for r in rows:
-            job = _row_to_job(r)
+            job = row_to_job(r)
             if r[-1]:
                 running.append(job)
             else:
                 cancelled.append(job)
-                history.append(_history_row(job, Outcome.CANCELLED, reason, now, r[-2]))
+                history.append(history_row(job, Outcome.CANCELLED, reason, now, r[-2]))
         if cancelled:
             self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, history)
             cur.execute(self.sql.delete_jobs, ([j.id for j in cancelled],))
@@ -418,7 +349,7 @@ class PostgresStore:
         wanted = list(dict.fromkeys(ids))
         with self._tx("cannot cancel") as cur:
             cancelled, running = self._cancel(cur, "f.id = ANY(%(ids)s)", {"ids": wanted},
-                                              _sec(now), reason)
+                                              sec(now), reason)
         known = {j.id for j in cancelled} | {j.id for j in running}
         return CancelResult(cancelled, running, [i for i in wanted if i not in known])
 
@@ -428,32 +359,32 @@ class PostgresStore:
             where += " AND f.entity_key = %(key)s"
         with self._tx("cannot cancel") as cur:
             cancelled, running = self._cancel(cur, where, {"entity": entity, "key": key},
-                                              _sec(now), "cancelled")
+                                              sec(now), "cancelled")
         return CancelResult(cancelled, running, [])
 
     def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
-        now = _sec(now)
+        now = sec(now)
         with self._tx("cannot reschedule") as cur:
             r = cur.execute(self.sql.get_for_update, (job_id,)).fetchone()
             if r is None:
                 raise JobNotFound(job_id)
-            job = _row_to_job(r)
+            job = row_to_job(r)
             if job.started_at is not None and job.status is Status.IN_FLIGHT and (
                     job.lease_until > now or self._alive(cur, job.lease_owner)):
                 raise Conflict(f"job {job_id} is running now (started by {job.lease_owner}); "
                                "try again when it ends")
-            r = cur.execute(self.sql.reschedule, (_sec(next_check_at), now, job_id)).fetchone()
-        return _row_to_job(r)
+            r = cur.execute(self.sql.reschedule, (sec(next_check_at), now, job_id)).fetchone()
+        return row_to_job(r)
 
     def _alive(self, cur, owner: str | None) -> bool:
         if owner is None:
             return False
         cur.execute(self.sql.owner_alive, {"owner_class": self._owner_class,
-                                           "owner_key": _key(owner)})
+                                           "owner_key": lock_key(owner)})
         return cur.fetchone()[0]
 
     def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
-        now = _sec(now)
+        now = sec(now)
         with self._tx("cannot retry") as cur:
             if cur.execute(self.sql.in_future, (job_id,)).fetchone():
                 raise Conflict(f"job {job_id} is still pending; nothing to retry")
@@ -469,15 +400,15 @@ class PostgresStore:
             if key and cur.execute(self.sql.key_in_future, (key,)).fetchone():
                 key = None  # another live job took the key since; keep the retry keyless
             job = Job(**{**{f: getattr(old, f) for f in old.__slots__},
-                         "next_check_at": _sec(next_check_at), "check_count": 0, "attempt": 0,
+                         "next_check_at": sec(next_check_at), "check_count": 0, "attempt": 0,
                          "status": Status.PENDING, "idempotency_key": key, "updated_at": now,
                          "lease_owner": None, "lease_until": None, "started_at": None,
                          "last_error": None})
-            self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [_job_to_row(job, fp)])
+            self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
         return job
 
     def prune(self, before: datetime, *, dry_run: bool = False) -> int:
-        before = _sec(before)
+        before = sec(before)
         with self._tx("cannot prune") as cur:
             n = cur.execute(self.sql.prune_count, (before,)).fetchone()[0]
             if not dry_run and n:
@@ -494,7 +425,7 @@ class PostgresStore:
             # the kernel's 2 hours. Ignored on unix sockets, where death is seen at once.
             conn = psycopg.connect(self.url, autocommit=True, **{
                 **self._kwargs, "options": self._kwargs["options"] + _KEEPALIVES})
-            conn.execute(self.sql.session_lock, (self._owner_class, _key(owner)))
+            conn.execute(self.sql.session_lock, (self._owner_class, lock_key(owner)))
         except psycopg.Error as e:
             raise self._error(e, "cannot open the runner's session") from None
         self._sessions[owner] = conn
@@ -503,20 +434,20 @@ class PostgresStore:
         finally:
             self._sessions.pop(owner, None)
             try:  # unlock first: a closed connection's backend lets go a moment later
-                conn.execute(self.sql.session_unlock, (self._owner_class, _key(owner)))
+                conn.execute(self.sql.session_unlock, (self._owner_class, lock_key(owner)))
             except psycopg.Error:
                 pass
             conn.close()
 
     def slot_lock(self, slot: datetime, shard: tuple[int, int] | None = None) -> PgSlotLock:
-        name = f"{_sec(slot).isoformat()}/{shard[0]}:{shard[1]}" if shard else \
-            _sec(slot).isoformat()
-        return PgSlotLock(self, _key(name))
+        name = f"{sec(slot).isoformat()}/{shard[0]}:{shard[1]}" if shard else \
+            sec(slot).isoformat()
+        return PgSlotLock(self, lock_key(name))
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
               limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
-        params = {"slot": _sec(slot), "slot_end": _sec(slot) + _SECOND, "now": _sec(now),
-                  "owner": owner, "owner_key": _key(owner), "until": _sec(lease_until),
+        params = {"slot": sec(slot), "slot_end": sec(slot) + _SECOND, "now": sec(now),
+                  "owner": owner, "owner_key": lock_key(owner), "until": sec(lease_until),
                   "limit": limit, "owner_class": self._owner_class}
         sql = self.sql.claim
         if shard is not None:
@@ -526,15 +457,15 @@ class PostgresStore:
             sql = sql.replace("{shard}", "")
         with self._tx("cannot claim") as cur:
             rows = cur.execute(sql, params).fetchall()
-        return sorted(map(_row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
+        return sorted(map(row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
                   lease_until: datetime) -> list[Job]:
-        params = {"ids": list(ids), "now": _sec(now), "owner": owner, "owner_key": _key(owner),
-                  "until": _sec(lease_until), "owner_class": self._owner_class}
+        params = {"ids": list(ids), "now": sec(now), "owner": owner, "owner_key": lock_key(owner),
+                  "until": sec(lease_until), "owner_class": self._owner_class}
         with self._tx("cannot claim") as cur:
             rows = cur.execute(self.sql.claim_ids, params).fetchall()
-        return sorted(map(_row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
+        return sorted(map(row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
 
     def _session_held(self, owner: str) -> None:
         conn = self._sessions.get(owner)
@@ -549,34 +480,32 @@ class PostgresStore:
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
         self._session_held(owner)
         with self._tx("cannot start") as cur:
-            got = {r[0] for r in cur.execute(self.sql.start, (_sec(now), list(ids), owner))}
+            got = {r[0] for r in cur.execute(self.sql.start, (sec(now), list(ids), owner))}
         return [i for i in ids if i in got]
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
                executions: Sequence[Execution] = ()) -> list[Decision]:
-        now = _sec(now)
+        now = sec(now)
         ends = [d for d in decisions if isinstance(d, End)]
         reslots = [d for d in decisions if isinstance(d, Reslot)]
         applied: set[str] = set()
         with self._tx("cannot record results") as cur:
             if reslots:
                 cur.execute(self.sql.reslot, (
-                    now, [d.job.id for d in reslots], [_sec(d.next_check_at) for d in reslots],
+                    now, [d.job.id for d in reslots], [sec(d.next_check_at) for d in reslots],
                     [d.check_count for d in reslots], [d.attempt for d in reslots],
-                    [d.error[:_ERROR_CHARS] if d.error else None for d in reslots], owner))
+                    [d.error[:ERROR_CHARS] if d.error else None for d in reslots], owner))
                 applied.update(r[0] for r in cur.fetchall())
             if ends:
                 owned = dict(cur.execute(self.sql.end_owned,
                                          ([e.job.id for e in ends], owner)).fetchall())
                 self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
-                    _history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
+                    history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
                                  e.lateness) for e in ends if e.job.id in owned])
                 applied.update(owned)
             if executions:
-                self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES, [
-                    (x.job_id, _sec(x.at), x.slot, x.check, x.attempt, x.answer.value, x.status,
-                     _float(x.duration_ms), _float(x.lateness_ms),
-                     x.error[:_ERROR_CHARS] if x.error else None) for x in executions])
+                self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
+                           map(execution_row, executions))
         return [d for d in decisions if d.job.id in applied]
 
     @staticmethod
@@ -593,33 +522,4 @@ class PostgresStore:
     def release_stale(self, owner: str | None, now: datetime) -> int:
         with self._tx("cannot release stale leases") as cur:
             return cur.execute(self.sql.release_stale, {
-                "owner": owner, "now": _sec(now), "owner_class": self._owner_class}).rowcount
-
-
-class PgSlotLock:
-    """A shared session advisory lock on a dedicated connection: runners on every host hold
-    it together (the work is shared by SKIP LOCKED claims); it shows who runs the slot."""
-
-    def __init__(self, store: PostgresStore, key: int):
-        self.store, self.key = store, key
-        self.conn: psycopg.Connection | None = None
-
-    def acquire(self) -> bool:
-        try:
-            self.conn = self.store._connect(autocommit=True)
-            return bool(self.conn.execute(self.store.sql.slot_lock,
-                                          (self.store._slot_class, self.key)).fetchone()[0])
-        except psycopg.Error as e:
-            raise self.store._error(e, "cannot lock the slot") from None
-
-    def release(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
-    def holder(self) -> str:
-        with self.store._tx("cannot read slot holders") as cur:
-            rows = cur.execute(self.store.sql.slot_holders,
-                               (self.store._slot_class, self.key)).fetchall()
-        return ", ".join(f"pid {pid} ({addr})" for pid, addr, _ in rows) or "nobody"
-
+                "owner": owner, "now": sec(now), "owner_class": self._owner_class}).rowcount
