@@ -14,11 +14,11 @@ from . import config as config_mod
 from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
-from .model import CancelResult, Execution, HistoryRow, Job, SlotSummary
+from .model import CancelResult, Execution, HistoryRow, Job, MisfirePolicy, SlotSummary
 from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for
-from .when import parse_since
 from .store.base import Store
+from .when import parse_since
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class Awty:
         self.on_event = on_event
         self.settings = config_mod.load(self.home, self.env, overrides)
         self._store: Store | None = None
+        self._read_only = False
         self.tree = SlotTree(self.home)
         self._log = None
 
@@ -58,18 +59,22 @@ class Awty:
     @property
     def store(self) -> Store:
         if self._store is None:
-            ensure_home(self.home)
-            self._store = open_store(self.db_path, self.settings.busy_timeout)
+            if self._read_only:
+                self._store = open_store(self.db_path, self.settings.busy_timeout,
+                                         create=False, migrate=False)
+            else:
+                ensure_home(self.home)
+                self._store = open_store(self.db_path, self.settings.busy_timeout)
         return self._store
 
-    @classmethod
-    def read_only(cls, home: str | Path | None = None, clock: Clock | None = None,
-                  **kwargs: Any) -> Awty:
-        """An ``Awty`` that opens an existing store and never creates one (``doctor``): a
-        missing database raises ``StoreError`` instead of being made."""
-        a = cls(home, clock, **kwargs)
-        a._store = open_store(a.db_path, a.settings.busy_timeout, create=False)
-        return a
+    def read_only(self) -> Awty:
+        """A view of this home that never creates, migrates or chmods anything (``doctor``
+        without ``--repair``): its store opens an existing database as it is, and a missing
+        one raises ``StoreError``. Close it on its own."""
+        view = Awty(self.home, self.clock, env=self.env, tz=self.tz)
+        view.settings = self.settings
+        view._read_only = True
+        return view
 
     def close(self) -> None:
         self.tree.close()
@@ -312,7 +317,8 @@ class Awty:
         if misfire not in (None, "fire", "skip"):
             raise InvalidInput("--misfire must be fire or skip")
         return self.runner().catchup(until=until, on_slot=on_slot, opts=RunOptions(
-            dry_run=dry_run, misfire=misfire, misfire_grace=misfire_grace))
+            dry_run=dry_run, misfire=MisfirePolicy(misfire) if misfire else None,
+            misfire_grace=misfire_grace))
 
     def logger(self):
         if self._log is None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -12,6 +13,12 @@ class Clock(Protocol):
     def now(self) -> datetime:
         """An aware UTC datetime."""
         ...
+
+
+def file_time_now() -> float:
+    """The real time in epoch seconds, whatever clock awty runs on: what file times (mtime,
+    ctime) are compared with, since the file system stamps them in real time."""
+    return time.time()
 
 
 class SystemClock:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidInput
+from .model import MisfirePolicy
 from .slots import check_resolution, parse_duration
 
 CONFIG_NAME = "awty.toml"
@@ -33,7 +34,7 @@ class Settings:
     allowed_callbacks: tuple[str, ...] = ()
     deny_private_networks: bool = False
     signing_secret_file: str | None = None
-    misfire: str = "fire"  # "fire" or "skip"
+    misfire: MisfirePolicy = MisfirePolicy.FIRE
     misfire_grace: float | None = None  # seconds; with misfire = "skip"
     breaker_threshold: int = 5  # consecutive connect failures/timeouts that open a host's breaker
     lease: float = 600.0  # seconds a claimed job stays with its runner before others may take it
@@ -104,7 +105,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             s = str(value).strip().lower()
             if s not in ("fire", "skip"):
                 raise ValueError("must be 'fire' or 'skip'")
-            return s
+            return MisfirePolicy(s)
         if key == "signing_secret_file":
             if value in (None, ""):
                 return None

@@ -3,27 +3,37 @@ No I/O and no clock: ``now`` is an argument. The runner applies what these retur
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .config import Settings
-from .model import Answer, Decision, End, Job, Kind, Outcome, Reslot, Result
+from .model import Answer, Decision, End, Job, Kind, MisfirePolicy, Outcome, Reslot, Result
 from .slots import backoff_delay, next_slot_after, slot_for
 
 
-def limits(job: Job, s: Settings) -> tuple[int, float, float, int]:
-    """The job's own guards, falling back to the settings: max_checks, horizon, timeout,
-    max_attempts."""
-    return (
-        job.max_checks if job.max_checks is not None else s.max_checks,
-        job.horizon if job.horizon is not None else s.horizon,
-        job.timeout if job.timeout is not None else s.timeout,
-        job.max_attempts if job.max_attempts is not None else s.max_attempts,
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A job's guards: its own, else the settings'."""
+
+    max_checks: int
+    horizon: float  # seconds
+    timeout: float  # seconds, per attempt
+    max_attempts: int
+
+
+def limits(job: Job, s: Settings) -> Limits:
+    return Limits(
+        max_checks=job.max_checks if job.max_checks is not None else s.max_checks,
+        horizon=job.horizon if job.horizon is not None else s.horizon,
+        timeout=job.timeout if job.timeout is not None else s.timeout,
+        max_attempts=job.max_attempts if job.max_attempts is not None else s.max_attempts,
     )
 
 
 def decide(job: Job, result: Result, now: datetime, s: Settings,
            lateness: float | None = None) -> Decision:
-    max_checks, horizon, _, max_attempts = limits(job, s)
+    lim = limits(job, s)
+    max_checks, horizon, max_attempts = lim.max_checks, lim.horizon, lim.max_attempts
     a = result.answer
     if result.deferred:
         return Reslot(job, next_slot_after(now, s.resolution), job.check_count, job.attempt,
@@ -58,16 +68,16 @@ def quick_retry_delay(job: Job, result: Result, s: Settings, quick_used: int) ->
     A couple of fast retries absorb a dropped connection without costing a slot."""
     if result.answer is not Answer.RETRY or result.deferred or quick_used >= s.quick_retries:
         return None
-    if job.attempt + 1 >= limits(job, s)[3]:
+    if job.attempt + 1 >= limits(job, s).max_attempts:
         return None
     delay = max(0.2 * (quick_used + 1), result.retry_after or 0.0)
     return delay if delay <= s.quick_retry_max_delay else None
 
 
 def misfired(job: Job, now: datetime, s: Settings, grace_override: float | None = None,
-             policy: str | None = None) -> bool:
+             policy: MisfirePolicy | None = None) -> bool:
     """Under the ``skip`` misfire policy, a job whose slot passed more than the grace ago."""
-    if (policy or s.misfire) != "skip":
+    if (policy or s.misfire) != MisfirePolicy.SKIP:
         return False
     grace = job.misfire_grace if job.misfire_grace is not None else (
         grace_override if grace_override is not None else s.misfire_grace)

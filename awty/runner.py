@@ -21,8 +21,8 @@ from typing import Any
 
 from .clock import Clock
 from .config import Settings
-from .errors import AwtyError, Conflict, InvalidInput
-from .ids import is_id, new_owner, shard_of
+from .errors import AwtyError, InvalidInput
+from .ids import new_owner, shard_of
 from .model import (
     Answer,
     Attempt,
@@ -31,13 +31,15 @@ from .model import (
     Execution,
     Job,
     Kind,
+    MisfirePolicy,
     Outcome,
     Reslot,
     Result,
     SlotSummary,
 )
 from .policy import decide, limits, misfired, quick_retry_delay
-from .slotdir import Entry, SlotTree
+from .reconcile import Reconciler
+from .slotdir import SlotTree
 from .slotrun import SlotRun
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
@@ -49,7 +51,7 @@ OnEvent = Callable[[str, dict[str, Any]], None]
 class RunOptions:
     shard: tuple[int, int] | None = None  # (index, count), 0-based index
     dry_run: bool = False
-    misfire: str | None = None  # overrides settings.misfire
+    misfire: MisfirePolicy | None = None  # overrides settings.misfire
     misfire_grace: float | None = None
 
 
@@ -101,7 +103,8 @@ class Runner:
         started = monotonic()
         try:
             if opts.shard is None or opts.shard[0] == 0:
-                self._reconcile_alone(slot, summary)
+                Reconciler(self.store, self.tree, self.s, self.clock, self._warn).run(
+                    slot, summary)
             self.on_event("slot_start", {"slot": sid, "total": len(self.store.slot_ids(slot))})
             owner = new_owner()
             try:
@@ -144,100 +147,6 @@ class Runner:
         out.seconds = monotonic() - started
         return out
 
-    # -- the slot tree ------------------------------------------------------------------
-    def _reconcile_alone(self, slot: datetime, summary: SlotSummary) -> None:
-        """One reconciler per slot at a time. An unsharded runner and shard 1/n hold different
-        slot locks (the hourly catch-up overlapping a sharded cron), and two importers of one
-        drop-in would each give it an id of its own and fire it twice. A runner that finds the
-        slot being reconciled skips it: the other one imports."""
-        from filelock import FileLock, Timeout
-
-        lock = FileLock(str(self.tree.locks / f"{slot_id(slot)}.reconcile.lock"),
-                        mode=0o600, blocking=False)
-        try:
-            lock.acquire()
-        except Timeout:
-            return
-        try:
-            self._reconcile(slot, summary)
-        finally:
-            lock.release()
-
-    def _reconcile(self, slot: datetime, summary: SlotSummary) -> None:
-        """SQLite decides: a file with no pending row here is an orphan (removed); a file whose
-        id awty has never seen is a drop-in (imported, or set aside with its reason)."""
-        from . import jobspec
-
-        link = self.tree.set_aside_slot_link(slot)  # never list, import or delete through it
-        if link:
-            summary.rejected += 1
-            self._warn(f"slot {summary.slot}: set aside the slot directory itself: {link}")
-        entries = list(self.tree.entries(slot))
-        if not entries:
-            return
-        here = self.store.slot_ids(slot)
-        strangers = [e for e in entries if e.job_id not in here]
-        if not strangers:
-            return
-        known = self.store.find(e.job_id for e in strangers if e.job_id)
-        drop_ins: list[tuple[Job, str, Entry]] = []
-        for e in strangers:
-            if e.job_id and e.job_id in known:
-                self.tree.remove_entry(e)
-                summary.orphans_removed += 1
-                continue
-            if not e.name.endswith(".json"):
-                self._reject(e, slot, "not a .json envelope", summary)
-                continue
-            try:
-                data = self.tree.read(e)
-                spec = _spec_from_envelope(data, e.job_id)
-                job, fp = jobspec.build(spec, now=self.clock.now(), settings=self.s, due=slot)
-            except (ValueError, AwtyError) as err:
-                self._reject(e, slot, str(err), summary)
-                continue
-            drop_ins.append((job, fp, e))
-        if drop_ins:
-            # An envelope naming the id of a job awty already knows (pending elsewhere, or
-            # ended) is a replay, not new work: running it again would end that job twice.
-            taken = self.store.find(d[0].id for d in drop_ins if d[0].id != d[2].job_id)
-            for d in [d for d in drop_ins if d[0].id in taken]:
-                self._reject(d[2], slot, f"id {d[0].id} is already used by another job",
-                             summary)
-            drop_ins = [d for d in drop_ins if d[0].id not in taken]
-        if drop_ins:
-            try:
-                added = self.store.add([d[0] for d in drop_ins], [d[1] for d in drop_ins])
-            except Conflict:
-                # One at a time: only the drop-ins the store refuses (an id or idempotency key
-                # already taken) are set aside; the others still run.
-                kept, added = [], []
-                for d in drop_ins:
-                    try:
-                        added += self.store.add([d[0]], [d[1]])
-                    except Conflict as err:
-                        self._reject(d[2], slot, str(err), summary)
-                        continue
-                    kept.append(d)
-                drop_ins = kept
-            for (job, _, e), a in zip(drop_ins, added, strict=True):
-                if e.name != f"{job.id}.json" or not a.created:
-                    self.tree.remove_entry(e)
-                if a.created:  # else its idempotency key named a job awty already has
-                    self.tree.write(a.job)
-                summary.imported += a.created
-            if drop_ins:
-                self._warn(f"slot {summary.slot}: imported {len(drop_ins)} dropped-in "
-                           "envelope(s)")
-
-    def _reject(self, entry: Entry, slot: datetime, reason: str, summary: SlotSummary) -> None:
-        try:
-            self.tree.set_aside(entry, slot, reason)
-        except OSError as e:
-            reason += f" (and could not be moved aside: {e.strerror})"
-        summary.rejected += 1
-        self._warn(f"slot {slot_id(slot)}: set aside {entry.name}: {reason}")
-
     def _dry_run(self, slot, now, summary, opts) -> SlotSummary:
         jobs = [j for j in self.store.list(slot=slot)
                 if j.status.value == "pending" or (j.lease_until and j.lease_until <= now)]
@@ -275,7 +184,7 @@ class Runner:
         if misfired(job, now, s, opts.misfire_grace, opts.misfire):
             return End(job, Outcome.EXPIRED, "misfired", None, lateness)
         executor = executors.get(job.kind) or self._executor(job.kind, executors)
-        timeout = limits(job, s)[2]
+        timeout = limits(job, s).timeout
         sid = slot_id(slot)
         quick = 0
         while True:
@@ -399,17 +308,6 @@ def _tree_op(trouble: list[OSError], op: Callable[..., object], *args: object) -
         op(*args)
     except OSError as e:
         trouble.append(e)
-
-
-def _spec_from_envelope(data: dict, name_id: str | None) -> dict:
-    """A dropped-in envelope uses the names of a batch line (plus ``id``); the slot it sits in
-    is its due time. Fields the runner writes itself (v, next_check_at…) are ignored."""
-    spec = {k: v for k, v in data.items()
-            if k not in ("v", "first_check_at", "next_check_at", "check_count")}
-    if "id" not in spec and name_id:
-        if is_id(name_id):
-            spec["id"] = name_id
-    return spec
 
 
 def _run_async(coro) -> None:

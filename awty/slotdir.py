@@ -10,12 +10,12 @@ import json
 import os
 import re
 import stat
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from .clock import file_time_now
 from .model import Job
 from .slots import iso, parse_slot_id, slot_id
 
@@ -260,7 +260,7 @@ class SlotTree:
         for name in names:  # a runner killed inside retire(): its files go back to the slot
             if _CUT_SHORT.fullmatch(name):
                 try:
-                    if time.time() - os.lstat(self.retired / name).st_ctime > CUT_SHORT_AGE:
+                    if file_time_now() - os.lstat(self.retired / name).st_ctime > CUT_SHORT_AGE:
                         self.restore_retired(self.retired / name)
                 except (OSError, ValueError):
                     pass  # doctor reports it
@@ -410,13 +410,3 @@ class SlotTree:
             return [path / e.name for e in os.scandir(path) if e.name.endswith(".tmp")]
         except FileNotFoundError:
             return []
-
-    # -- locking --------------------------------------------------------------------------
-    def lock(self, slot: datetime, shard: tuple[int, int] | None = None):
-        """A per-slot (per-shard) file lock, taken without waiting: overlapping crons must not
-        queue behind each other, and freezegun-frozen clocks must not hang a timed wait."""
-        from filelock import FileLock
-
-        self.locks.mkdir(mode=0o700, parents=True, exist_ok=True)
-        name = slot_id(slot) + (f".shard{shard[0]}of{shard[1]}" if shard else "") + ".lock"
-        return FileLock(str(self.locks / name), mode=0o600, blocking=False)

@@ -173,3 +173,35 @@ def test_env_overrides_file_and_flags_override_env(home, clock):
     assert a.settings.resolution == 10 and a.settings.max_checks == 3
     b = Awty(home, clock=clock, env={"AWTY_RESOLUTION": "10"}, resolution=1)
     assert b.settings.resolution == 1
+
+
+def test_ids_in_any_case_and_unique_prefixes(awty, home):
+    jobs = [awty.add("https://example.com/", in_="2h").job for _ in range(3)]
+    j = jobs[0]
+    assert awty.get(j.id.lower()).id == j.id
+    assert awty.get(j.id[:20].lower()).id == j.id  # a unique prefix
+    with pytest.raises(InvalidInput, match="ambiguous") as e:
+        awty.get(j.id[:6])  # created the same millisecond: the first characters are shared
+    assert all(x.id in str(e.value) for x in jobs)
+    with pytest.raises(InvalidInput, match="too short"):
+        awty.get(j.id[:5])
+    with pytest.raises(JobNotFound):
+        awty.get("7ZZZZZZZZZ")
+    moved = awty.reschedule(jobs[1].id[:22].lower(), in_="1d")
+    assert moved.id == jobs[1].id
+    res = awty.cancel(jobs[2].id.lower())  # one id as a str
+    assert [x.id for x in res.cancelled] == [jobs[2].id]
+    assert [x.id for x in awty.retry(jobs[2].id[:22])] == [jobs[2].id]
+    assert awty.count() == 3 and awty.count(until=j.next_check_at) == 2
+
+
+def test_cli_ambiguous_prefix_is_exit_2_listing_candidates(awty, home):
+    from typer.testing import CliRunner
+
+    from awty.cli import app
+
+    jobs = [awty.add("https://example.com/", in_="2h").job for _ in range(2)]
+    res = CliRunner().invoke(app, ["show", jobs[0].id[:8].lower(), "--home", str(home)],
+                             env={"AWTY_NOW": "2026-11-22T10:07:12Z"})
+    assert res.exit_code == 2, res.output
+    assert "ambiguous" in res.output and jobs[0].id in res.output and jobs[1].id in res.output

@@ -10,6 +10,8 @@ parent packages Python imports on the way are not edges: ``awty.cli.jobs`` impor
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 AWTY = Path(__file__).resolve().parent.parent / "awty"
@@ -135,3 +137,76 @@ def test_the_checker_reads_lazy_relative_imports(tmp_path):
     assert graph == {"awty": {"awty.sub.mod"}, "awty.sub": set(),
                      "awty.sub.mod": {"awty.other"}, "awty.other": {"awty.sub.mod", "awty"}}
     assert cycles(graph) == [["awty", "awty.other", "awty.sub.mod"]]
+
+
+# --- the layers of issue 14 ---------------------------------------------------------------------
+# The pure core, lowest first: each imports only the standard library and modules before it.
+CORE = ["awty._version", "awty.errors", "awty.model", "awty.ids", "awty.clock", "awty.slots",
+        "awty.config", "awty.policy"]
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+SQL = re.compile(r"\b(SELECT\s+.+\s+FROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+                 r"CREATE\s+(TABLE|INDEX)|PRAGMA\s+\w+)\b", re.S)
+
+
+def external_imports(path: Path) -> set[str]:
+    """Top-level names of the non-awty modules a file imports (absolute imports only)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out - {"awty"}
+
+
+def sql_strings(path: Path) -> list[str]:
+    """String literals that read as SQL, docstrings left out."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)}
+    return [n.value[:60] for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docs and SQL.search(n.value)]
+
+
+def test_core_modules_import_only_the_stdlib_and_lower_core():
+    graph, mods = import_graph(), modules(AWTY)
+    for i, name in enumerate(CORE):
+        assert name in graph, name
+        higher = graph[name] - set(CORE[:i])
+        assert not higher, f"{name} imports {sorted(higher)}, not lower core"
+        assert external_imports(mods[name][0]) <= STDLIB, name
+
+
+def test_the_store_imports_only_the_core():
+    graph = import_graph()
+    for name, edges in graph.items():
+        if name.startswith("awty.store"):
+            bad = {e for e in edges if not e.startswith("awty.store") and e not in CORE}
+            assert not bad, f"{name} imports {sorted(bad)}"
+
+
+def test_executors_never_import_the_store_the_slot_tree_or_the_runner():
+    graph = import_graph()
+    banned = ("awty.store", "awty.slotdir", "awty.runner", "awty.slotrun", "awty.reconcile")
+    for name, edges in graph.items():
+        if name.startswith("awty.executors"):
+            bad = {e for e in edges if e.startswith(banned)}
+            assert not bad, f"{name} imports {sorted(bad)}"
+
+
+def test_no_sql_and_no_sqlite3_outside_the_store():
+    for name, (path, _) in modules(AWTY).items():
+        if name.startswith("awty.store"):
+            continue
+        assert "sqlite3" not in external_imports(path), name
+        assert sql_strings(path) == [], name
+
+
+def test_the_sql_checker_sees_sql_and_not_docstrings(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""SELECT a FROM b in a docstring."""\n'
+                 'Q = "SELECT id FROM future_job WHERE x = ?"\n'
+                 'M = "select the jobs from the list"\n')
+    assert sql_strings(f) == ["SELECT id FROM future_job WHERE x = ?"]

@@ -142,3 +142,25 @@ def test_a_live_owners_expired_lease_is_never_taken_over(awty, store):
     taken = store.claim(slot, now=ahead, owner="h:2:b", lease_until=ahead + timedelta(minutes=1),
                         limit=10)
     assert [j.id for j in taken] == [j.id for j in got]
+
+
+def test_doctor_reports_a_planted_lock_and_repair_moves_it_aside(home, awty, tmp_path):
+    from awty.doctor import diagnose
+
+    slot = slot_of(awty)
+    target = tmp_path / "target"
+    target.write_text("keep me")
+    awty.store.locks.mkdir(parents=True, exist_ok=True)
+    planted = awty.store.locks / f"{slot_id(slot)}.lock"
+    planted.symlink_to(target)
+    (awty.store.locks / f"{slot_id(slot)}.shard0of2.lock").mkdir()
+    f = diagnose(awty, env={}, which=lambda _: None).get("locks")
+    assert not f.ok and "2 lock path(s)" in f.detail and f.repaired is None
+    assert planted.is_symlink()  # nothing changed without --repair
+    f = diagnose(awty, repair=True, env={}, which=lambda _: None).get("locks")
+    assert f.repaired is True
+    assert not os.path.lexists(planted) and target.read_text() == "keep me"
+    assert diagnose(awty, env={}, which=lambda _: None).get("locks").ok
+    lock = awty.store.slot_lock(slot, (0, 2))
+    assert lock.acquire()  # the slot can run again
+    lock.release()

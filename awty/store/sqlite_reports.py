@@ -78,5 +78,6 @@ def check(conn: sqlite3.Connection, version: int) -> StoreHealth:
         return StoreHealth(False, version, f"PRAGMA integrity_check: {e}", (str(e),))
     if problems == ["ok"]:
         return StoreHealth(True, version, "PRAGMA integrity_check: ok")
-    return StoreHealth(False, version, "PRAGMA integrity_check: " + "; ".join(problems[:5]),
+    return StoreHealth(False, version, "PRAGMA integrity_check: " + "; ".join(problems[:5])
+                       + " — restore a backup or rebuild with `sqlite3 awty.db .recover`",
                        tuple(problems))

@@ -1,0 +1,132 @@
+"""Checks of the store through its contract (``Store.check``, ``leases``, ``release_stale``,
+``slots_with_work``): schema and integrity, stale leases, jobs off the resolution's
+boundaries, work left in past slots."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ..api import Awty
+from ..errors import AwtyError
+from ..model import StoreHealth
+from ..slots import current_slot, is_boundary, slot_for, slot_id
+from ..store import migrations
+from .base import SAMPLES, Ctx, Finding, Tally
+
+
+def check_schema_and_integrity(ctx: Ctx) -> bool:
+    """Read both through the read-only store, before anything would migrate. True when the
+    store may be used for the remaining checks."""
+    try:
+        health = _inspect(ctx)
+    except AwtyError as e:
+        ctx.add(Finding("schema", False, f"cannot read {ctx.a.db_path}: {e}"))
+        return False
+    version, sound = health.schema_version, not health.problems
+    want = migrations.SCHEMA_VERSION
+    if version > want:
+        ctx.add(Finding("schema", False, f"version {version} is newer than this awty "
+                        f"understands ({want}): upgrade awty"))
+        return False
+    if version < want and not ctx.repair:
+        ctx.add(Finding("schema", False, f"version {version}, this awty needs {want}: the next "
+                        "awty command migrates it (or `awty doctor --repair`); other database "
+                        "checks skipped"))
+        _check_integrity(ctx, health)
+        return False
+    if version == want:
+        ctx.add(Finding("schema", True, f"version {version}"))
+    elif not sound:
+        ctx.add(Finding("schema", False, f"version {version}, not migrated to {want}: the "
+                        "database is damaged", False))
+    else:
+        try:
+            _ = ctx.a.store  # opening migrates
+        except AwtyError as e:
+            ctx.add(Finding("schema", False, f"version {version}: migration failed: {e}", False))
+            return False
+        ctx.add(Finding("schema", False, f"version {version}; migrated to {want}", True))
+    return _check_integrity(ctx, health) or version == want
+
+
+def _check_integrity(ctx: Ctx, health: StoreHealth) -> bool:
+    if not health.problems:
+        ctx.add(Finding("integrity", True, health.detail))
+        return True
+    ctx.add(Finding("integrity", False, f"{health.detail}; doctor repairs nothing else in a "
+                    "damaged store"))
+    ctx.repair = False
+    return False
+
+
+def _inspect(ctx: Ctx) -> StoreHealth:
+    """The store's own health (schema version, integrity), read-only."""
+    view = ctx.a.read_only()
+    try:
+        return view.store.check()
+    finally:
+        view.close()
+
+
+# --- leases --------------------------------------------------------------------------------
+def check_leases(ctx: Ctx) -> Finding:
+    groups = ctx.store.leases(ctx.now)
+    stale = [g for g in groups if g.expired and g.alive is not True]
+    live = sum(g.jobs for g in groups) - sum(g.expired for g in stale)
+    found = sum(g.expired for g in stale)
+    if not found:
+        return Finding("leases", True, f"no stale leases ({live} job(s) in flight now)")
+    who = ", ".join(f"{g.owner or 'no owner'} ({g.expired})" for g in stale[:SAMPLES])
+    detail = (f"{found} job(s) in flight with an expired lease (runner gone): {who}; the next "
+              "run of their slot or `awty catchup` takes them again")
+    if not ctx.repair:
+        return Finding("leases", False, detail + " (`awty doctor --repair` releases them)")
+    mended, errors = 0, []
+    for g in stale:
+        try:
+            mended += ctx.store.release_stale(g.owner, ctx.now)
+        except AwtyError as e:
+            errors.append(str(e))
+    detail += f"; set {mended} back to pending" + (f" (errors: {'; '.join(errors)})"
+                                                   if errors else "")
+    return Finding("leases", False, detail, not errors)
+
+
+# --- resolution ----------------------------------------------------------------------------
+def check_resolution(ctx: Ctx) -> Finding:
+    res = ctx.a.settings.resolution
+    off = [(s, n) for s, n in ctx.store.slots_with_work() if not is_boundary(s, res)]
+    t = Tally()
+    for slot, n in off:
+        t.note(f"{slot_id(slot)} ({n})")
+        t.found += n - 1  # count jobs, name slots
+        if ctx.repair:
+            _reslot(ctx, slot, res, t)
+    return t.finding("resolution", f"every pending job is on a {res}-minute boundary",
+                     f"job(s) not on a {res}-minute boundary (the resolution changed?), by slot",
+                     ("re-slots them to the next boundary", "re-slotted"), ctx.repair)
+
+
+def _reslot(ctx: Ctx, slot: datetime, res: int, t: Tally) -> None:
+    a, target = ctx.a, slot_for(slot, res)
+    for job_id in sorted(a.store.slot_ids(slot)):
+        t.attempt(lambda job_id=job_id: _move(a, job_id, slot, target, ctx.now), True)
+    a.tree.remove_slot_if_empty(slot)
+
+
+def _move(a: Awty, job_id: str, old: datetime, new: datetime, now: datetime) -> None:
+    job = a.store.reschedule(job_id, new, now)
+    a.tree.write(job)
+    a.tree.remove(job_id, old)
+
+
+# --- past slots ----------------------------------------------------------------------------
+def check_past_slots(ctx: Ctx) -> Finding:
+    current = current_slot(ctx.now, ctx.a.settings.resolution)
+    past = ctx.store.slots_with_work(until=current - timedelta(minutes=1))
+    if not past:
+        return Finding("catch-up", True, f"no work left in slots before {slot_id(current)}")
+    jobs = sum(n for _, n in past)
+    span = slot_id(past[0][0]) + (f" … {slot_id(past[-1][0])}" if len(past) > 1 else "")
+    return Finding("catch-up", False, f"{jobs} job(s) in {len(past)} past slot(s) ({span}): "
+                   "catch-up needed: run `awty catchup` (doctor does not fire jobs)")

@@ -1,0 +1,141 @@
+"""Checks of the slot tree against the store: envelopes missing, orphaned, in the wrong slot,
+leftover temp files, drop-ins awaiting import, retired slot directories not yet deleted."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from ..api import Awty
+from ..clock import file_time_now
+from ..slots import current_slot, slot_id
+from .base import RETIRED_AGE, TEMP_FILE_AGE, Ctx, Finding, Tally
+
+
+@dataclass
+class _TreeTally:
+    missing: Tally = field(default_factory=Tally)
+    orphans: Tally = field(default_factory=Tally)
+    strays: Tally = field(default_factory=Tally)
+    temps: Tally = field(default_factory=Tally)
+    drop_ins: Tally = field(default_factory=Tally)
+    past_drop_ins: int = 0
+    current: datetime | None = None
+
+
+def check_tree(ctx: Ctx) -> list[Finding]:
+    a = ctx.a
+    t = _TreeTally(current=current_slot(ctx.now, a.settings.resolution))
+    in_db = {s for s, _ in ctx.store.slots_with_work()}
+    for slot in sorted(in_db | set(a.tree.slots())):
+        _check_slot(ctx, slot, slot in in_db, t)
+    r = ctx.repair
+    drop = t.drop_ins.finding(
+        "drop-ins", "no files awaiting import",
+        "file(s) the database does not know (dropped in by another program)", None, r)
+    if t.drop_ins.found:
+        drop = Finding("drop-ins", t.past_drop_ins == 0, drop.detail + ": the runner imports "
+                       "valid envelopes and sets the rest aside in rejected/"
+                       + (f"; {t.past_drop_ins} sit in past slots: run `awty catchup`"
+                          if t.past_drop_ins else ""))
+    return [
+        t.missing.finding("envelopes", "every pending job has its envelope",
+                          "pending job(s) without an envelope (they still run)",
+                          ("writes them", "wrote"), r),
+        t.orphans.finding("orphans", "no orphan envelopes",
+                          "envelope(s) of job(s) that ended (cancelled or finished)",
+                          ("removes them", "removed"), r),
+        t.strays.finding("wrong slot", "every envelope is in its job's slot",
+                         "envelope(s) in the wrong slot", ("moves them", "moved"), r),
+        t.temps.finding("temp files", "no leftover temp files",
+                        f"leftover temp file(s) older than {TEMP_FILE_AGE:.0f}s",
+                        ("removes them", "removed"), r),
+        drop,
+    ]
+
+
+def check_retired(ctx: Ctx) -> list[Finding]:
+    """Finished slot directories are renamed into ``.retired/`` and deleted by a background
+    ``rm``: one still there after RETIRED_AGE seconds was not deleted (the ``rm`` was killed),
+    and one without ``.purge`` is a retirement cut short, whose files go back to their slot."""
+    stale, cut = Tally(), Tally()
+    for path in ctx.a.tree.retired_dirs():
+        if path.name.endswith(".purge"):
+            try:
+                age = ctx.now.timestamp() - path.lstat().st_mtime
+            except FileNotFoundError:
+                continue  # deleted while we looked
+            if age > RETIRED_AGE:
+                stale.note(path.name)
+                stale.attempt(lambda path=path: shutil.rmtree(path), ctx.repair)
+        else:
+            cut.note(path.name)
+            cut.attempt(lambda path=path: ctx.a.tree.restore_retired(path), ctx.repair)
+    out = [stale.finding("retired slots", "no finished slot directory left undeleted",
+                         f"finished slot director(y/ies) not deleted after {RETIRED_AGE:.0f}s",
+                         ("deletes them", "deleted"), ctx.repair)]
+    if cut.found:
+        out.append(cut.finding("cut-short retirements", "",
+                               "retired slot director(y/ies) never checked for late files",
+                               ("puts their files back in their slots", "put back"),
+                               ctx.repair))
+    return out
+
+
+def _check_slot(ctx: Ctx, slot: datetime, in_db: bool, t: _TreeTally) -> None:
+    a, sid = ctx.a, slot_id(slot)
+    here = ctx.store.slot_ids(slot) if in_db else set()
+    entries = list(a.tree.entries(slot))
+    names = {e.job_id for e in entries if e.job_id}
+    for job_id in sorted(here - names):
+        t.missing.note(f"{sid}/{job_id}")
+        t.missing.attempt(lambda job_id=job_id: _write_envelope(a, job_id, slot), ctx.repair)
+    strangers = [e for e in entries if e.job_id not in here]
+    known = ctx.store.find(e.job_id for e in strangers if e.job_id) if strangers else {}
+    for e in strangers:
+        if e.job_id in known and known[e.job_id] is None:
+            t.orphans.note(f"{sid}/{e.name}")
+            t.orphans.attempt(lambda e=e: a.tree.remove_entry(e), ctx.repair)
+        elif e.job_id in known:
+            right = known[e.job_id]
+            t.strays.note(f"{sid}/{e.name} (belongs in {slot_id(right)})")
+            t.strays.attempt(lambda e=e, right=right: _move_stray(a, e, right), ctx.repair)
+        else:
+            t.drop_ins.note(f"{sid}/{e.name}")
+            t.past_drop_ins += slot < t.current
+    for path in a.tree.temp_files(slot):
+        if _age(path) > TEMP_FILE_AGE:
+            t.temps.note(f"{sid}/{path.name}")
+            t.temps.attempt(lambda path=path: _unlink(path), ctx.repair)
+    if ctx.repair:
+        a.tree.remove_slot_if_empty(slot)
+
+
+def _write_envelope(a: Awty, job_id: str, slot: datetime) -> None:
+    job = a.store.get(job_id)
+    if job is not None and job.next_check_at == slot:  # it may have run meanwhile
+        a.tree.write(job)
+
+
+def _move_stray(a: Awty, entry, right: datetime) -> None:
+    a.tree.remove_entry(entry)
+    if not (a.tree.slot_path(right) / entry.name).exists():
+        _write_envelope(a, entry.job_id, right)
+
+
+def _age(path: Path) -> float:
+    try:
+        # File times are the file system's real time, so compare with real time, not the clock.
+        return file_time_now() - path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
