@@ -57,8 +57,10 @@ class PostgresStore:
             raise InvalidInput(f"database_url is not a PostgreSQL URL: {_one_line(e)}") from None
         host = info.get("host") or info.get("hostaddr") or "local socket"
         self.where = f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
-        self._kwargs = {"connect_timeout": max(1, round(connect_timeout)),
-                        "options": "-c TimeZone=UTC", "application_name": "awty"}
+        # Times come back as UTC datetimes; the URL's own options (search_path…) are kept.
+        options = f"{info.get('options') or ''} -c TimeZone=UTC".strip()
+        self._kwargs = {"connect_timeout": max(1, round(connect_timeout)), "options": options,
+                        "application_name": info.get("application_name") or "awty"}
         self.sql = Sql(schema)
         self._owner_class = lock_key(f"awty-owner:{schema}")
         self._slot_class = lock_key(f"awty-slot:{schema}")
@@ -246,6 +248,8 @@ class PostgresStore:
 
     def _stream(self, sql: str, params: list) -> Iterator[Job]:
         # A server-side cursor: rows arrive a batch at a time, memory stays flat.
+        if self._pool is None:
+            raise StoreError("the store is closed")
         try:
             with self._pool.connection() as conn, conn.transaction(), \
                     conn.cursor(name="awty_list") as cur:
