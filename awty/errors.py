@@ -33,3 +33,13 @@ class Busy(AwtyError):
 
 class StoreError(AwtyError):
     """The store cannot be used as it is (unknown schema version, unreadable database…)."""
+
+
+class Interrupted(AwtyError):
+    """A run stopped by SIGTERM or SIGINT once what it had sent was recorded and its unsent
+    claims given back (exit 128 + the signal: 143, 130)."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum

@@ -1,12 +1,12 @@
 """The slot runner: one pass over one slot, no sleeping for time and no printing.
 
-Per slot: refuse the future, take the slot's lock without waiting, reconcile the slot tree with
-the store (import drop-ins, drop orphans, set aside bad files), then claim jobs in batches with
-a lease, execute them with bounded concurrency, and record each batch's decisions in one
-transaction. A crash sends again, once the leases expire, what it had delivered but not yet
-recorded: the decisions awaiting their batch, a batch being written and the callbacks in flight
-(under two batches plus the concurrency); it never loses a job (SPEC 6, 12;
-tests/reliability/test_crash.py measures it).
+Per slot: refuse the future, load the signing secret, take the slot's lock without waiting
+(``Store.slot_lock``), reconcile the slot tree with the store (``reconcile``), then, holding
+an owner session for the whole run, let a ``SlotRun`` claim jobs in batches with a lease, mark
+each chunk started just before sending it, execute with bounded concurrency and record the
+decisions per batch and at least every 250 ms. A SIGKILL sends again, once the leases expire,
+at most the callbacks in flight plus ~0.25 s of deliveries; SIGTERM/SIGINT send nothing twice;
+no job is ever lost (SPEC 6, 12; tests/reliability/test_crash.py and test_stop.py measure it).
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ class Runner:
         self.tree = tree
         self.s = settings
         self.clock = clock
-        self._secret = secret
+        self._load_secret = secret
+        self._secret: bytes | None = None
+        self._secret_loaded = False
         self.log = log
         self.on_event = on_event or (lambda kind, data: None)
         self._done: list[str] = []  # this run's recorded jobs: their envelopes in the slot go
@@ -95,6 +97,7 @@ class Runner:
         summary = SlotSummary(slot=sid, dry_run=opts.dry_run)
         if opts.dry_run:
             return self._dry_run(slot, now, summary, opts)
+        self.secret()  # an unreadable secret stops the run here, before anything is claimed
         lock = self.store.slot_lock(slot, opts.shard)
         if not lock.acquire():
             summary.busy = lock.holder()
@@ -120,6 +123,13 @@ class Runner:
         self._log_slot(summary)
         self.on_event("slot_end", summary.to_dict())
         return summary
+
+    def secret(self) -> bytes | None:
+        """The signing secret, loaded (and validated) once per runner."""
+        if not self._secret_loaded:
+            self._secret = self._load_secret()
+            self._secret_loaded = True
+        return self._secret
 
     def catchup(self, *, until: datetime | None = None, opts: RunOptions | None = None,
                 on_slot: Callable[[datetime, int], None] | None = None) -> CatchupSummary:
@@ -210,7 +220,7 @@ class Runner:
         if kind is Kind.HTTP:
             from .executors.http import HttpExecutor
 
-            ex = HttpExecutor(self.s, self.clock, self._secret())
+            ex = HttpExecutor(self.s, self.clock, self.secret())
         elif kind is Kind.EXEC:
             from .executors.exec import ExecExecutor
 

@@ -7,12 +7,20 @@ the next one is being sent. SQLite and the file system release the GIL, so the t
 
 A claimed job is sent only after ``Store.start`` returned it, just before sending: a job
 cancelled or rescheduled since its claim is not returned, and never sent (lazy cancel).
+
+Decisions are written per batch and at least every ``FLUSH_EVERY`` seconds, so a SIGKILL sends
+again at most the callbacks in flight plus about that much of deliveries. SIGTERM and SIGINT
+stop gracefully: no more claims or sends, the requests in flight finish (each bounded by its
+timeout), every result is recorded, the unsent claims are given back, and ``Interrupted``
+is raised (exit 143 / 130): a graceful stop sends nothing twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import signal
+import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,11 +29,13 @@ from time import monotonic
 
 from .clock import Clock
 from .config import Settings
-from .errors import AwtyError, Busy
+from .errors import AwtyError, Busy, Interrupted
 from .model import Decision, Execution, Job, SlotSummary
 from .store.base import Store
 
 Execute = Callable[[Job, list[Execution]], Awaitable[Decision]]
+FLUSH_EVERY = 0.25  # seconds: the longest a recorded-in-memory decision waits for its write
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def lease_seconds(s: Settings) -> float:
@@ -62,6 +72,7 @@ class SlotRun:
         self.starting_jobs: list[Job] = []
         self.exhausted = False  # no more claims: the slot is empty or the store failed
         self.error: BaseException | None = None
+        self.stopped_by: int | None = None  # the signal that asked for a graceful stop
         self.io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -94,6 +105,12 @@ class SlotRun:
         self.recorded(applied)
 
     # -- on the event loop --------------------------------------------------------------------
+    def stop(self, signum: int = signal.SIGTERM) -> None:
+        """Stop claiming and sending; what is in flight finishes and is recorded."""
+        if self.stopped_by is None:
+            self.stopped_by = signum
+        self.exhausted = True
+
     def _fail(self, error: BaseException | None) -> None:
         self.exhausted = True
         self.error = self.error or error
@@ -159,6 +176,8 @@ class SlotRun:
 
     async def worker(self) -> None:
         while True:
+            if self.stopped_by is not None:
+                return
             if self.ready:
                 job = self.ready.popleft()
                 if len(self.ready) < self.chunk:
@@ -180,10 +199,30 @@ class SlotRun:
             if not await self._wait(fut, self._claimed):
                 return
 
+    async def _flush_often(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_EVERY)
+            self.flush()
+
+    def _catch_signals(self) -> list[int]:
+        if threading.current_thread() is not threading.main_thread():
+            return []  # signal handlers belong to the main thread (a library caller's loop)
+        caught = []
+        for sig in STOP_SIGNALS:
+            try:
+                self.loop.add_signal_handler(sig, self.stop, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue
+            caught.append(sig)
+        return caught
+
     async def run(self) -> None:
         self.loop = asyncio.get_running_loop()
+        caught = self._catch_signals()
+        flusher = asyncio.ensure_future(self._flush_often())
         try:
             await asyncio.gather(*(self.worker() for _ in range(max(1, self.s.concurrency))))
+            flusher.cancel()
             self.flush()
             failed = [r for r in await asyncio.gather(*self.writes, return_exceptions=True)
                       if isinstance(r, BaseException)]
@@ -192,6 +231,9 @@ class SlotRun:
             if self.error is not None:
                 raise self.error  # a claim or start failed: what is left waits for the next run
         finally:
+            flusher.cancel()
+            for sig in caught:
+                self.loop.remove_signal_handler(sig)
             self.io.shutdown(wait=True)  # a claim, start or write still running finishes first
             for fut, handover in ((self.claiming, self._claimed), (self.starting, self._started)):
                 if fut is not None and fut.done():
@@ -199,3 +241,8 @@ class SlotRun:
             unsent = [j.id for j in (*self.ready, *self.queue)]
             if unsent:  # interrupted: hand the unsent claims back rather than wait on leases
                 self.store.release(unsent, owner=self.owner, now=self.clock.now())
+        if self.stopped_by is not None:
+            name = signal.Signals(self.stopped_by).name
+            raise Interrupted(self.stopped_by, (
+                f"stopped by {name}: slot {self.summary.slot}: {self.summary.ran} job(s) "
+                f"recorded, {len(unsent)} unsent claim(s) given back; the next run sends them"))

@@ -40,6 +40,7 @@ ROWS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bench targets Linux")
 def test_bench_quick_runs_and_reports(tmp_path):
     out = tmp_path / "BENCH.md"

@@ -12,12 +12,12 @@ import textwrap
 from datetime import timedelta
 
 import pytest
+from conftest import T0
 from typer.testing import CliRunner
 
 from awty.cli import app
 from awty.errors import StoreError
 from awty.slots import iso, slot_id
-from conftest import T0
 
 URL = "https://example.com/hook"
 
@@ -80,7 +80,8 @@ def test_a_planted_lock_path_is_one_clear_error(store, tmp_path, plant):
         path.symlink_to(target)
     else:
         path.mkdir()
-    with pytest.raises(StoreError, match=f"is a {'symbolic link' if plant == 'symlink' else 'directory'}"):
+    what = "symbolic link" if plant == "symlink" else "directory"
+    with pytest.raises(StoreError, match=f"is a {what}"):
         store.slot_lock(slot).acquire()
     assert target.read_text() == "keep me"
 

@@ -158,6 +158,7 @@ def test_clock_stepped_mid_run(tmp_path, jump):
           f"duplicates=0")
 
 
+@pytest.mark.slow
 def test_awty_now_varied_between_processes(tmp_path):
     n = scale(300, 3000)
     runs = scale(10, 40)

@@ -43,6 +43,7 @@ def _start_all(argvs, env):
 
 
 # --- 3. runners at once --------------------------------------------------------------------
+@pytest.mark.slow
 def test_four_runners_on_one_slot_deliver_each_job_once(tmp_path):
     n = scale(2000, 10000)
     home = tmp_path / "home"
@@ -62,6 +63,7 @@ def test_four_runners_on_one_slot_deliver_each_job_once(tmp_path):
           f"time={time.monotonic() - started:.1f}s")
 
 
+@pytest.mark.slow
 def test_four_shards_deliver_each_job_once_and_only_their_own(tmp_path):
     n = scale(2000, 10000)
     home = tmp_path / "home"
@@ -82,6 +84,7 @@ def test_four_shards_deliver_each_job_once_and_only_their_own(tmp_path):
           f"time={time.monotonic() - started:.1f}s")
 
 
+@pytest.mark.slow
 def test_everything_at_once_with_drop_ins(tmp_path):
     """Four plain runners, four shard runners and a catch-up on the same slot at once (the
     hourly catch-up overlapping a sharded cron), with envelopes dropped into the slot by
@@ -181,6 +184,7 @@ class _Holder:
         self.conn.close()
 
 
+@pytest.mark.slow
 def test_locked_database_add_fails_cleanly_and_runner_loses_nothing(tmp_path):
     n = scale(300, 3000)
     home = tmp_path / "home"

@@ -54,6 +54,7 @@ def _settle(rx, quiet: float = 0.05, limit: float = 2.0) -> None:
 
 
 # --- 1. run-slot killed at random points -------------------------------------------------
+@pytest.mark.slow
 def test_runner_sigkilled_at_random_points_loses_nothing(tmp_path):
     jobs_n = scale(1000, 1000)
     kills_wanted = scale(22, 60)
@@ -159,6 +160,7 @@ def test_runner_sigkilled_at_random_points_loses_nothing(tmp_path):
 
 
 # --- 2. add --batch killed mid-batch -----------------------------------------------------
+@pytest.mark.slow
 def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
     """Kills aimed at two windows, alternately: while the batch is parsed and inserted (before
     the commit), and after the commit while its envelopes are being written (found by polling

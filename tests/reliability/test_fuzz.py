@@ -236,6 +236,7 @@ def _check_stored(home: Path, args: list[str], res, before_ids: set[str]) -> Non
     assert json.loads(envelope.read_bytes())["id"] == job_id
 
 
+@pytest.mark.slow
 def test_add_arguments_fuzzed(tmp_path):
     home = tmp_path / "home"
     cli.invoke(app, ["init", "--home", str(home)])
@@ -446,6 +447,7 @@ def batches(draw):
     return lines
 
 
+@pytest.mark.slow
 def test_batch_lines_fuzzed(tmp_path):
     home = tmp_path / "home"
     cli.invoke(app, ["init", "--home", str(home)])

@@ -40,6 +40,7 @@ def expected(job_id: str, max_attempts: int) -> tuple[str, int]:
     return "failed", max_attempts
 
 
+@pytest.mark.slow
 def test_load_with_ten_percent_failures(tmp_path):
     n = scale(5000, 100_000)
     slots = scale(20, 100)

@@ -1,0 +1,59 @@
+"""Unit tables for ``config.load``: defaults < awty.toml < AWTY_* environment < flags, every
+value validated with a message naming where it came from."""
+
+from __future__ import annotations
+
+import pytest
+
+from awty.config import CONFIG_NAME, Settings, load
+from awty.errors import InvalidInput
+from awty.model import MisfirePolicy
+
+
+@pytest.fixture
+def home(tmp_path):
+    return tmp_path
+
+
+def write(home, text: str) -> None:
+    (home / CONFIG_NAME).write_text(text)
+
+
+@pytest.mark.parametrize("toml, env, flags, key, want", [
+    ("", {}, {}, "resolution", 15),
+    ("resolution = 5\n", {}, {}, "resolution", 5),
+    ("resolution = 5\n", {"AWTY_RESOLUTION": "10"}, {}, "resolution", 10),
+    ("resolution = 5\n", {"AWTY_RESOLUTION": "10"}, {"resolution": 30}, "resolution", 30),
+    ("resolution = 5\n", {"AWTY_RESOLUTION": ""}, {}, "resolution", 5),  # empty: not set
+    ("", {}, {"resolution": None}, "resolution", 15),  # a flag not given
+    ('timeout = "2m"\n', {}, {}, "timeout", 120.0),
+    ("", {"AWTY_TIMEOUT": "PT1H"}, {}, "timeout", 3600.0),
+    ("", {"AWTY_MISFIRE": "SKIP"}, {}, "misfire", MisfirePolicy.SKIP),
+    ("", {}, {}, "misfire", MisfirePolicy.FIRE),
+    ("", {"AWTY_DENY_PRIVATE_NETWORKS": "yes"}, {}, "deny_private_networks", True),
+    ("# only comments\n# resolution = 5\n", {}, {}, "resolution", 15),
+])
+def test_merge_order(home, toml, env, flags, key, want):
+    write(home, toml)
+    assert getattr(load(home, env, flags), key) == want
+
+
+@pytest.mark.parametrize("toml, env, flags, message", [
+    ("resolution = 7\n", {}, {}, "awty.toml: resolution"),
+    ("", {"AWTY_RESOLUTION": "7"}, {}, "AWTY_RESOLUTION"),
+    ("", {}, {"resolution": 7}, "--resolution"),
+    ("colour = 1\n", {}, {}, "unknown setting 'colour'"),
+    ("", {}, {"colour": 1}, "--colour: unknown setting"),
+    ("resolution = \n", {}, {}, "not valid TOML"),
+    ("", {"AWTY_MISFIRE": "later"}, {}, "AWTY_MISFIRE"),
+    ("", {"AWTY_CONCURRENCY": "0"}, {}, "AWTY_CONCURRENCY"),
+    ("", {"AWTY_TIMEOUT": "3 fortnights"}, {}, "AWTY_TIMEOUT"),
+])
+def test_bad_values_name_their_source(home, toml, env, flags, message):
+    write(home, toml)
+    with pytest.raises(InvalidInput, match=message):
+        load(home, env, flags)
+
+
+def test_environment_outside_awty_is_ignored_and_defaults_are_settings(home):
+    assert load(home, {"RESOLUTION": "5", "HOME": "/x"}) == Settings()

@@ -1,0 +1,103 @@
+"""Unit tables for ``jobspec.build`` (every guard at add time) and the slot tree's envelope
+naming and reading (``slotdir``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+
+import pytest
+
+from awty import jobspec
+from awty.config import Settings
+from awty.errors import InvalidInput
+from awty.model import Kind
+from awty.slotdir import SlotTree
+
+NOW = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
+SLOT = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
+URL = "https://example.com/"
+ID = "01JD4X00000000000000000000"
+
+
+@pytest.mark.parametrize("spec, want", [
+    ({"target": URL, "in": "1m"}, (Kind.HTTP, SLOT)),
+    ({"target": URL, "at": "2026-11-22T10:15:00Z"}, (Kind.HTTP, SLOT)),  # on a boundary: that slot
+    ({"target": URL, "at": "2026-11-22T10:15:01Z"}, (Kind.HTTP, SLOT.replace(minute=30))),
+    ({"target": "mod.sub:fn", "kind": "python", "in": "1m"}, (Kind.PYTHON, SLOT)),
+    ({"target": "echo hi", "kind": "exec", "in": "1m"}, (Kind.EXEC, SLOT)),
+    ({"target": URL, "in": "1m", "idempotency_key": "k"}, (Kind.HTTP, SLOT)),
+])
+def test_build_accepts(spec, want):
+    job, fp = jobspec.build(spec, now=NOW, settings=Settings())
+    assert (job.kind, job.next_check_at) == want
+    assert job.next_check_at >= job.first_check_at  # never before it is due
+    assert fp == (jobspec.fingerprint(job) if job.idempotency_key else None)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"in": "1m"}, "target: missing"),
+    ({"target": URL}, "missing time"),
+    ({"target": URL, "in": "1m", "at": "2026-11-23 10:00"}, "either at or in"),
+    ({"target": URL, "kind": "ftp", "in": "1m"}, "kind: 'ftp'"),
+    ({"target": "ftp://example.com/", "in": "1m"}, "only http:// and https://"),
+    ({"target": URL, "in": "1m", "payload": "x" * 5000}, "max_payload_bytes"),
+    ({"target": URL, "in": "1m", "headers": {"Host": "x"}}, "Host is set by awty"),
+    ({"target": URL, "in": "1m", "bogus": 1}, "unknown field"),
+    ({"target": URL, "in": "-1m"}, "not a duration"),
+    ({"target": URL, "in": "1m", "id": "nope"}, "not an awty id"),
+    ({"target": "mod fn", "kind": "python", "in": "1m"}, "not package.module:function"),
+])
+def test_build_refuses(spec, message):
+    with pytest.raises(InvalidInput, match=message):
+        jobspec.build(spec, now=NOW, settings=Settings())
+
+
+@pytest.mark.parametrize("name, job_id", [
+    (f"{ID}.json", ID),
+    (f"{ID.lower()}.json", None),  # ids are upper case: anything else is a drop-in
+    (f"{ID}.json.tmp", None),
+    ("partner-7.json", None),
+    (f"{ID}", None),
+])
+def test_entry_names(tmp_path, name, job_id):
+    tree = SlotTree(tmp_path)
+    tree.slot_path(SLOT).mkdir(parents=True)
+    (tree.slot_path(SLOT) / name).write_text("{}")
+    [entry] = list(tree.entries(SLOT))
+    assert (entry.name, entry.job_id) == (name, job_id)
+
+
+@pytest.mark.parametrize("plant, message", [
+    ("symlink", "symlink"),
+    ("directory", "not a regular file"),
+    ("not json", "JSON"),
+])
+def test_read_refuses(tmp_path, plant, message):
+    tree = SlotTree(tmp_path)
+    d = tree.slot_path(SLOT)
+    d.mkdir(parents=True)
+    path = d / "x.json"
+    if plant == "symlink":
+        (tmp_path / "t.json").write_text("{}")
+        os.symlink(tmp_path / "t.json", path)
+    elif plant == "directory":
+        path.mkdir()
+    else:
+        path.write_text("{nope")
+    [entry] = list(tree.entries(SLOT))
+    with pytest.raises(ValueError, match=message):
+        tree.read(entry)
+
+
+def test_write_then_read_round_trips(tmp_path):
+    tree = SlotTree(tmp_path)
+    job, _ = jobspec.build({"target": URL, "in": "1m", "payload": {"a": 1}}, now=NOW,
+                           settings=Settings())
+    tree.write(job)
+    [entry] = list(tree.entries(job.next_check_at))
+    assert entry.job_id == job.id
+    data = tree.read(entry)
+    assert data["target"] == URL and json.loads(json.dumps(data["payload"])) == {"a": 1}
+    tree.close()
