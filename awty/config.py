@@ -4,6 +4,7 @@ Pure merge and validation; an unknown key or a bad value is an error naming wher
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ class Settings:
     dropin_kinds: tuple[str, ...] = ("http",)  # kinds a dropped-in envelope may create
     ca_file: str | None = None  # PEM bundle trusted for https callbacks (instead of the system's)
     exec_env: bool = True  # exec jobs run in the environment they were added in, as `at` does
+    database_url: str | None = None  # postgresql://…: the PostgreSQL store instead of SQLite
+    database_schema: str = "awty"  # the PostgreSQL schema holding awty's tables
 
 
 _DURATION_KEYS = {"timeout", "horizon", "max_delay", "misfire_grace", "lease", "busy_timeout",
@@ -59,6 +62,7 @@ _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size":
 _TEXT_KEYS = {"signing_secret_file": "a file path", "ca_file": "a file path",
               "notify_command": "a shell command (a string)"}
 KEYS = tuple(f.name for f in fields(Settings))
+SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # a PostgreSQL name, never quoted wrong
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
@@ -121,6 +125,17 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 return None
             if not isinstance(value, str):
                 raise ValueError(f"must be {_TEXT_KEYS[key]}")
+            return value
+        if key == "database_url":
+            if value in (None, ""):
+                return None
+            if not isinstance(value, str) or not value.startswith(("postgresql://",
+                                                                    "postgres://")):
+                raise ValueError("must be a postgresql:// URL")
+            return value
+        if key == "database_schema":
+            if not isinstance(value, str) or not SCHEMA_NAME.fullmatch(value):
+                raise ValueError("must be a plain SQL name (letters, digits, _)")
             return value
     except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""
@@ -208,4 +223,6 @@ TEMPLATE = """\
 # dropin_kinds = ["http"]    # kinds an envelope dropped into slots/ may create
 # ca_file = "/etc/awty/ca.pem"   # trust this CA for https callbacks (default: the system's)
 # exec_env = true            # exec jobs run with the environment of their `add`, as `at` does
+# database_url = "postgresql://awty@db.example.com/awty"  # several hosts: PostgreSQL store
+# database_schema = "awty"
 """

@@ -1,0 +1,132 @@
+"""Numbered migrations of the PostgreSQL schema. Each runs once, in order, in one transaction,
+recorded in ``<schema>.schema_version``; ``awty init`` applies the missing ones.
+
+Text uses ``{s}`` for the quoted schema name. Times are ``timestamptz`` truncated to whole
+seconds by the store; ids are ``COLLATE "C"`` so that text order is creation order;
+``shard_key`` is crc32(id) so that ``shard_key % n`` is exactly
+``ids.shard_of(id, n)``; ``lease_key`` is the owner's advisory-lock key (see postgres.py).
+
+``future_job`` leaves room in its pages (fillfactor 70) and has no index on status or lease
+columns: a claim and a start then update rows in place (HOT), without new index entries, so a
+slot's run costs the same whatever else the table holds.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE TABLE {s}.future_job (
+    id              text COLLATE "C" PRIMARY KEY,
+    shard_key       bigint NOT NULL,
+    kind            text NOT NULL,
+    target          text NOT NULL,
+    payload         text NOT NULL,
+    headers         text,
+    env             text,
+    entity_name     text,
+    entity_key      text,
+    first_check_at  timestamptz NOT NULL,
+    next_check_at   timestamptz NOT NULL,
+    check_count     integer NOT NULL DEFAULT 0,
+    attempt         integer NOT NULL DEFAULT 0,
+    status          text NOT NULL DEFAULT 'pending',
+    max_checks      integer,
+    horizon         double precision,
+    timeout         double precision,
+    max_attempts    integer,
+    misfire_grace   double precision,
+    idempotency_key text,
+    fingerprint     text,
+    cwd             text,
+    created_at      timestamptz,
+    updated_at      timestamptz,
+    last_error      text,
+    lease_owner     text,
+    lease_key       bigint,
+    lease_until     timestamptz,
+    started_at      timestamptz
+) WITH (fillfactor = 70);
+CREATE INDEX future_job_slot ON {s}.future_job (next_check_at, id);
+CREATE UNIQUE INDEX future_job_idempotency ON {s}.future_job (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX future_job_entity ON {s}.future_job (entity_name, entity_key)
+    WHERE entity_name IS NOT NULL;
+
+CREATE TABLE {s}.job_history (
+    seq             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id              text COLLATE "C" NOT NULL,
+    kind            text NOT NULL,
+    target          text NOT NULL,
+    entity_name     text,
+    entity_key      text,
+    outcome         text NOT NULL,
+    reason          text NOT NULL,
+    checks          integer NOT NULL,
+    attempts        integer NOT NULL,
+    first_check_at  timestamptz NOT NULL,
+    ended_at        timestamptz NOT NULL,
+    created_at      timestamptz,
+    duration_ms     double precision,
+    lateness_ms     double precision,
+    last_status     integer,
+    error           text,
+    output          text,
+    idempotency_key text,
+    fingerprint     text,
+    payload         text NOT NULL,
+    job             text
+);
+CREATE INDEX job_history_id ON {s}.job_history (id);
+CREATE INDEX job_history_ended ON {s}.job_history (ended_at);
+CREATE INDEX job_history_idempotency ON {s}.job_history (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX job_history_entity ON {s}.job_history (entity_name, entity_key)
+    WHERE entity_name IS NOT NULL;
+
+CREATE TABLE {s}.job_execution (
+    seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id       text NOT NULL,
+    at           timestamptz NOT NULL,
+    slot         text NOT NULL,
+    check_no     integer NOT NULL,
+    attempt      integer NOT NULL,
+    answer       text NOT NULL,
+    status       integer,
+    duration_ms  double precision,
+    lateness_ms  double precision,
+    error        text
+);
+CREATE INDEX job_execution_job ON {s}.job_execution (job_id);
+CREATE INDEX job_execution_at ON {s}.job_execution (at);
+""",
+}
+
+LATEST = max(MIGRATIONS)
+# Serialises concurrent `awty init` runs on one database (pg_advisory_xact_lock key).
+MIGRATION_LOCK = 0x61777479  # "awty"
+
+
+def current_version(cur, schema: str) -> int:
+    """The schema's version; 0 when the schema or its version table does not exist."""
+    cur.execute("SELECT to_regclass(%s)", (f'"{schema}".schema_version',))
+    if cur.fetchone()[0] is None:
+        return 0
+    cur.execute(f'SELECT coalesce(max(version), 0) FROM "{schema}".schema_version')
+    return cur.fetchone()[0]
+
+
+def migrate(conn, schema: str) -> int:
+    """Create the schema if needed and apply the missing migrations; returns the version."""
+    s = f'"{schema}"'
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {s}.schema_version ("
+                    "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+        version = current_version(cur, schema)
+        for n in sorted(MIGRATIONS):
+            if n > version:
+                cur.execute(MIGRATIONS[n].format(s=s))
+                cur.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (n,))
+                version = n
+    return version

@@ -1,0 +1,92 @@
+"""Rows of the PostgreSQL store: jobs, history and executions to and from the tuples psycopg
+reads and COPYs. Times are whole seconds in both stores (``sec``)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..model import Execution, HistoryRow, Job, Kind, Outcome, Status
+from .jobdict import job_to_json
+
+ERROR_CHARS = 2000
+REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
+KINDS = {k.value: k for k in Kind}
+STATUSES = {s.value: s for s in Status}
+COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def lock_key(text: str) -> int:
+    """A 31-bit advisory-lock key (pg_advisory_lock(int4, int4) takes signed int4)."""
+    return zlib.crc32(text.encode()) & 0x7FFFFFFF
+
+
+def sec(at: datetime | None) -> datetime | None:
+    # Stored times are whole seconds in both stores; comparisons use the same truncation.
+    return at.replace(microsecond=0) if at is not None and at.microsecond else at
+
+
+def as_float(x: float | None) -> float | None:
+    # Binary COPY of a float8 column takes floats only (an int from a config file would fail).
+    return float(x) if x is not None else None
+
+
+def row_to_job(r: Sequence) -> Job:
+    return Job(
+        id=r[0], kind=KINDS[r[1]], target=r[2], payload_json=r[3],
+        headers=json.loads(r[4]) if r[4] else {}, env=json.loads(r[5]) if r[5] else None,
+        entity_name=r[6], entity_key=r[7], first_check_at=r[8], next_check_at=r[9],
+        check_count=r[10], attempt=r[11], status=STATUSES[r[12]], max_checks=r[13],
+        horizon=r[14], timeout=r[15], max_attempts=r[16], misfire_grace=r[17],
+        idempotency_key=r[18], cwd=r[19], created_at=r[20], updated_at=r[21],
+        last_error=r[22], lease_owner=r[23], lease_until=r[24], started_at=r[25],
+    )
+
+
+def job_to_row(j: Job, fingerprint: str | None) -> tuple:
+    return (
+        j.id, j.kind.value, j.target, j.payload_json,
+        COMPACT(j.headers) if j.headers else None,
+        COMPACT(j.env) if j.env is not None else None, j.entity_name, j.entity_key,
+        sec(j.first_check_at), sec(j.next_check_at), j.check_count, j.attempt,
+        j.status.value, j.max_checks, as_float(j.horizon), as_float(j.timeout), j.max_attempts,
+        as_float(j.misfire_grace),
+        j.idempotency_key, j.cwd, sec(j.created_at), sec(j.updated_at), j.last_error,
+        j.lease_owner, sec(j.lease_until), sec(j.started_at), fingerprint,
+        zlib.crc32(j.id.encode()),
+    )
+
+
+def row_to_history(r: Sequence) -> HistoryRow:
+    return HistoryRow(
+        id=r[0], kind=KINDS[r[1]], target=r[2], entity_name=r[3], entity_key=r[4],
+        outcome=Outcome(r[5]), reason=r[6], checks=r[7], attempts=r[8], first_check_at=r[9],
+        ended_at=r[10], created_at=r[11], duration_ms=r[12], last_status=r[13], error=r[14],
+        output=r[15], payload_json=r[16],
+    )
+
+
+def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprint,
+                 result=None, lateness: float | None = None) -> tuple:
+    ran = 1 if result is not None else 0
+    keep_job = outcome in REARMABLE or j.idempotency_key
+    return (
+        j.id, j.kind.value, j.target, j.entity_name, j.entity_key, outcome.value, reason,
+        j.check_count + ran, j.attempt + ran, sec(j.first_check_at), now, sec(j.created_at),
+        round(result.duration * 1000.0, 3) if result else None,
+        round(lateness * 1000.0, 3) if lateness is not None else None,
+        result.status if result else None,
+        result.error[:ERROR_CHARS] if result and result.error else None,
+        result.output[:ERROR_CHARS] if result and result.output else None,
+        j.idempotency_key, fingerprint, j.payload_json,
+        # What `retry` and idempotency need to rebuild the job; a plain done job keeps none.
+        job_to_json(j) if keep_job else None,
+    )
+
+
+def execution_row(x: Execution) -> tuple:
+    return (x.job_id, sec(x.at), x.slot, x.check, x.attempt, x.answer.value, x.status,
+            as_float(x.duration_ms), as_float(x.lateness_ms),
+            x.error[:ERROR_CHARS] if x.error else None)

@@ -1,0 +1,181 @@
+"""SQL text of the PostgreSQL store. ``{s}`` is the quoted schema name, filled in once per store
+(``render``); parameters are psycopg placeholders (``%s``, ``%(name)s``; ``%%`` is a literal %).
+"""
+
+from __future__ import annotations
+
+# Column order of every job row read or copied (rows.py-style decoding is in postgres.py).
+JOB_COLUMNS = (
+    "id", "kind", "target", "payload", "headers", "env", "entity_name", "entity_key",
+    "first_check_at", "next_check_at", "check_count", "attempt", "status", "max_checks",
+    "horizon", "timeout", "max_attempts", "misfire_grace", "idempotency_key", "cwd",
+    "created_at", "updated_at", "last_error", "lease_owner", "lease_until", "started_at",
+)
+_JOB = ", ".join(JOB_COLUMNS)
+# Binary COPY (several times faster than text for timestamps) needs each column's type.
+JOB_COPY_TYPES = (
+    "text", "text", "text", "text", "text", "text", "text", "text", "timestamptz",
+    "timestamptz", "int4", "int4", "text", "int4", "float8", "float8", "int4", "float8", "text",
+    "text", "timestamptz", "timestamptz", "text", "text", "timestamptz", "timestamptz",
+    "text", "int8",  # fingerprint, shard_key
+)
+_FJOB = ", ".join("f." + c for c in JOB_COLUMNS)
+HISTORY_COLUMNS = (
+    "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
+    "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
+    "last_status", "error", "output", "idempotency_key", "fingerprint", "payload", "job",
+)
+HISTORY_COPY_TYPES = (
+    "text", "text", "text", "text", "text", "text", "text", "int4", "int4", "timestamptz",
+    "timestamptz", "timestamptz", "float8", "float8", "int4", "text", "text", "text", "text",
+    "text", "text",
+)
+_HISTORY_READ = ("id, kind, target, entity_name, entity_key, outcome, reason, checks, attempts, "
+                 "first_check_at, ended_at, created_at, duration_ms, last_status, error, output, "
+                 "payload")
+EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "status",
+                     "duration_ms", "lateness_ms", "error")
+EXECUTION_COPY_TYPES = ("text", "timestamptz", "text", "int4", "int4", "text", "int4", "float8",
+                        "float8", "text")
+
+# The advisory-lock keys (classid) of the owners' sessions and of slot locks; objid is the
+# owner's / slot's 31-bit key. pg_locks shows who holds them: that is "alive".
+ALIVE = """SELECT objid::bigint FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = %(owner_class)s
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+
+# Claimable: pending, or leased with the lease expired (boundary included) and the owner's
+# session not held. The alive set is a hashed subplan, computed once per statement.
+CLAIMABLE = ("(f.status = 'pending' OR (f.lease_until <= %(now)s AND (f.lease_key IS NULL "
+             "OR f.lease_key NOT IN (" + ALIVE + "))))")
+# A claimer never takes back its own expired leases: those jobs are still in its hands (its
+# clock jumped past their lease), and claiming them again would run them twice.
+NOT_MINE = "f.lease_owner IS DISTINCT FROM %(owner)s"
+RUNNING = ("(f.status = 'in_flight' AND f.started_at IS NOT NULL AND (f.lease_until > %(now)s "
+           "OR f.lease_key IN (" + ALIVE + ")))")
+
+TEXTS = {
+    "copy_jobs": f"COPY {{s}}.future_job ({_JOB}, fingerprint, shard_key) FROM STDIN "
+                 "(FORMAT BINARY)",
+    "copy_history": f"COPY {{s}}.job_history ({', '.join(HISTORY_COLUMNS)}) FROM STDIN "
+                    "(FORMAT BINARY)",
+    "copy_executions": f"COPY {{s}}.job_execution ({', '.join(EXECUTION_COLUMNS)}) "
+                       "FROM STDIN (FORMAT BINARY)",
+    "key_lock": "SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int[]) AS k ORDER BY k",
+    "by_keys": f"SELECT idempotency_key, fingerprint, {_JOB} FROM {{s}}.future_job "
+               "WHERE idempotency_key = ANY(%s)",
+    "history_by_keys": "SELECT DISTINCT ON (idempotency_key) idempotency_key, fingerprint, job "
+                       "FROM {s}.job_history WHERE idempotency_key = ANY(%s) "
+                       "ORDER BY idempotency_key, seq DESC",
+    "get": f"SELECT {_JOB} FROM {{s}}.future_job WHERE id = %s",
+    "get_for_update": f"SELECT {_JOB}, fingerprint FROM {{s}}.future_job f WHERE id = %s "
+                      "FOR UPDATE",
+    "get_history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history WHERE id = %s ORDER BY seq",
+    "executions": f"SELECT {', '.join(EXECUTION_COLUMNS)} FROM {{s}}.job_execution "
+                  "WHERE job_id = %s ORDER BY seq",
+    "find_pending": "SELECT id, next_check_at FROM {s}.future_job WHERE id = ANY(%s)",
+    "find_history": "SELECT DISTINCT id FROM {s}.job_history WHERE id = ANY(%s)",
+    "match_ids": "SELECT id FROM (SELECT id FROM {s}.future_job WHERE id LIKE %(p)s "
+                 "UNION SELECT id FROM {s}.job_history WHERE id LIKE %(p)s) u "
+                 "ORDER BY id LIMIT %(limit)s",
+    "list": f"SELECT {_JOB} FROM {{s}}.future_job",
+    "count": "SELECT count(*) FROM {s}.future_job",
+    "slot_ids": "SELECT id FROM {s}.future_job WHERE next_check_at = %s",
+    "slots_with_work": "SELECT next_check_at, count(*) FROM {s}.future_job",
+    "history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history",
+    # ARRAY(…) rather than a join: the UPDATE then finds its rows through the primary key,
+    # whatever the table holds (a hash join would scan it all). The slot is written as a
+    # one-second range so that only the (next_check_at, id) index gives the order: with
+    # ``=`` the planner may walk the primary key instead, past every row of other slots.
+    "claim": f"""UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
+        lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
+    WHERE f.id = ANY(ARRAY(
+        SELECT f.id FROM {{s}}.future_job f
+        WHERE f.next_check_at >= %(slot)s AND f.next_check_at < %(slot_end)s
+          AND {CLAIMABLE} AND {NOT_MINE} {{shard}}
+        ORDER BY f.next_check_at, f.id LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING {_FJOB}""",
+    "claim_ids": f"""UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
+        lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
+    WHERE f.id = ANY(ARRAY(
+        SELECT f.id FROM {{s}}.future_job f
+        WHERE f.id = ANY(%(ids)s) AND {CLAIMABLE} AND {NOT_MINE}
+        ORDER BY f.next_check_at, f.id
+        FOR UPDATE SKIP LOCKED))
+    RETURNING {_FJOB}""",
+    "start": "UPDATE {s}.future_job SET started_at = %s WHERE id = ANY(%s) AND lease_owner = %s "
+             "AND status = 'in_flight' RETURNING id",
+    # finish: only jobs still leased by the finishing owner change; RETURNING says which.
+    "end_owned": "DELETE FROM {s}.future_job WHERE id = ANY(%s) AND lease_owner = %s "
+                 "AND status = 'in_flight' RETURNING id, fingerprint",
+    "reslot": """UPDATE {s}.future_job f SET next_check_at = v.n, check_count = v.c,
+        attempt = v.a, last_error = v.e, status = 'pending', lease_owner = NULL,
+        lease_key = NULL, lease_until = NULL, started_at = NULL, updated_at = %s
+    FROM unnest(%s::text[], %s::timestamptz[], %s::int[], %s::int[], %s::text[])
+        AS v(id, n, c, a, e)
+    WHERE f.id = v.id AND f.lease_owner = %s AND f.status = 'in_flight' RETURNING f.id""",
+    "delete_jobs": "DELETE FROM {s}.future_job WHERE id = ANY(%s)",
+    "release": "UPDATE {s}.future_job SET status = 'pending', lease_owner = NULL, "
+               "lease_key = NULL, lease_until = NULL, started_at = NULL "
+               "WHERE id = ANY(%s) AND lease_owner = %s AND status = 'in_flight'",
+    "release_stale": f"""UPDATE {{s}}.future_job f SET status = 'pending', lease_owner = NULL,
+        lease_key = NULL, lease_until = NULL, started_at = NULL
+    WHERE f.status = 'in_flight' AND f.lease_owner IS NOT DISTINCT FROM %(owner)s
+      AND {CLAIMABLE}""",
+    "cancel_select": f"SELECT {_JOB}, fingerprint, {RUNNING} FROM {{s}}.future_job f "
+                     "WHERE {where} ORDER BY next_check_at, id FOR UPDATE",
+    "reschedule": f"""UPDATE {{s}}.future_job SET next_check_at = %s, status = 'pending',
+        lease_owner = NULL, lease_key = NULL, lease_until = NULL, started_at = NULL,
+        updated_at = %s WHERE id = %s RETURNING {_JOB}""",
+    "in_future": "SELECT 1 FROM {s}.future_job WHERE id = %s",
+    "last_history": "SELECT job, fingerprint, outcome FROM {s}.job_history WHERE id = %s "
+                    "ORDER BY seq DESC LIMIT 1",
+    "key_in_future": "SELECT 1 FROM {s}.future_job WHERE idempotency_key = %s",
+    "prune_count": "SELECT count(*) FROM {s}.job_history WHERE ended_at < %s",
+    "prune_executions": """DELETE FROM {s}.job_execution e USING {s}.job_history h
+        WHERE h.ended_at < %s AND e.job_id = h.id AND e.at < %s""",
+    "prune": "DELETE FROM {s}.job_history WHERE ended_at < %s",
+    "leases": f"""SELECT lease_owner, count(*), count(*) FILTER (WHERE lease_until <= %(now)s),
+        bool_or(lease_key IN ({ALIVE}))
+    FROM {{s}}.future_job WHERE status = 'in_flight' GROUP BY lease_owner ORDER BY lease_owner""",
+    "stats_jobs": f"""SELECT
+        count(*) FILTER (WHERE status = 'pending'),
+        count(*) FILTER (WHERE status = 'in_flight'),
+        count(*) FILTER (WHERE status = 'in_flight' AND lease_until <= %(now)s
+            AND (lease_key IS NULL OR lease_key NOT IN ({ALIVE}))),
+        count(DISTINCT next_check_at) FILTER (WHERE next_check_at < %(current)s),
+        count(*) FILTER (WHERE next_check_at < %(current)s)
+    FROM {{s}}.future_job""",
+    "stats_kinds": "SELECT kind, count(*) FROM {s}.future_job GROUP BY kind",
+    "stats_next": "SELECT next_check_at, count(*) FROM {s}.future_job "
+                  "WHERE next_check_at >= %s GROUP BY next_check_at "
+                  "ORDER BY next_check_at LIMIT %s",
+    "stats_outcomes": "SELECT outcome, count(*) FROM {s}.job_history WHERE ended_at >= %s "
+                      "GROUP BY outcome",
+    "stats_answers": "SELECT answer, count(*), count(*) FILTER (WHERE attempt >= 2) "
+                     "FROM {s}.job_execution WHERE at >= %s GROUP BY answer",
+    "stats_lateness": """SELECT count(lateness_ms),
+        percentile_cont(0.5) WITHIN GROUP (ORDER BY lateness_ms),
+        percentile_cont(0.99) WITHIN GROUP (ORDER BY lateness_ms), max(lateness_ms)
+    FROM {s}.job_execution WHERE at >= %s AND lateness_ms IS NOT NULL""",
+    "owner_alive": "SELECT %(owner_key)s IN (" + ALIVE + ")",
+    "session_lock": "SELECT pg_advisory_lock_shared(%s, %s)",
+    "session_unlock": "SELECT pg_advisory_unlock_shared(%s, %s)",
+    "slot_lock": "SELECT pg_try_advisory_lock_shared(%s, %s)",
+    "slot_holders": """SELECT a.pid, coalesce(host(a.client_addr), 'local socket'),
+        a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = %s
+      AND l.objid::bigint = %s ORDER BY a.pid""",
+    "server": "SELECT current_setting('server_version'), current_database(), "
+              "coalesce(inet_server_addr()::text, current_setting('unix_socket_directories'))",
+}
+
+
+class Sql:
+    """Every statement of TEXTS with the schema filled in, as attributes."""
+
+    def __init__(self, schema: str):
+        quoted = '"' + schema.replace('"', '""') + '"'
+        for name, text in TEXTS.items():
+            setattr(self, name, text.replace("{s}", quoted))

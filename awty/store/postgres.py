@@ -1,0 +1,529 @@
+"""PostgresStore: the store for several hosts (many adders, many runners on one database).
+
+Only imported when a database URL is configured: nothing on the SQLite path imports psycopg.
+Claims are one ``UPDATE … FROM (SELECT … FOR UPDATE SKIP LOCKED) RETURNING``, so runners on any
+number of hosts share a slot's work without waiting on each other. An owner is *alive* while
+its session advisory lock is held (``owner_session`` keeps a dedicated connection for it);
+``pg_locks`` answers whatever any host's clock says, and a host that dies drops its lock with
+its connection. Every psycopg error leaves as a one-line ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from ..config import SCHEMA_NAME
+from ..errors import Conflict, InvalidInput, JobNotFound, StoreError
+from ..model import (
+    Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
+    Outcome, Reslot, Status, StoreHealth, StoreStats,
+)
+from . import pg_migrations
+from .jobdict import job_from_json
+from .pg_locks import PgSlotLock
+from .pg_rows import (
+    ERROR_CHARS, execution_row, history_row, job_to_row, lock_key, row_to_history,
+    row_to_job, sec,
+)
+from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
+
+_SECOND = timedelta(seconds=1)
+_KEEPALIVES = " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0].strip()
+
+
+class PostgresStore:
+    def __init__(self, url: str, *, schema: str = "awty", create: bool = False,
+                 pool_size: int = 4, connect_timeout: float = 5.0):
+        if not SCHEMA_NAME.fullmatch(schema):
+            raise InvalidInput(f"database_schema {schema!r} is not a plain SQL name "
+                               "(letters, digits, _)")
+        self.url, self.schema = url, schema
+        try:
+            info = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as e:
+            raise InvalidInput(f"database_url is not a PostgreSQL URL: {_one_line(e)}") from None
+        host = info.get("host") or info.get("hostaddr") or "local socket"
+        self.where = f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+        # Times come back as UTC datetimes; the URL's own options (search_path…) are kept.
+        options = f"{info.get('options') or ''} -c TimeZone=UTC".strip()
+        self._kwargs = {"connect_timeout": max(1, round(connect_timeout)), "options": options,
+                        "application_name": info.get("application_name") or "awty"}
+        self.sql = Sql(schema)
+        self._owner_class = lock_key(f"awty-owner:{schema}")
+        self._slot_class = lock_key(f"awty-slot:{schema}")
+        self._idempotency_class = lock_key(f"awty-idempotency:{schema}")
+        self._sessions: dict[str, psycopg.Connection] = {}
+        self._pool: ConnectionPool | None = None
+        try:
+            with self._connect(autocommit=True) as conn:
+                if create:
+                    pg_migrations.migrate(conn, schema)
+                else:
+                    self._check_version(conn)
+        except psycopg.Error as e:
+            raise self._error(e, "cannot open the store") from None
+        self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs=self._kwargs,
+                                    timeout=max(connect_timeout * 2, 5.0), open=True,
+                                    name=f"awty-{schema}")
+
+    def _connect(self, autocommit: bool = False) -> psycopg.Connection:
+        return psycopg.connect(self.url, autocommit=autocommit, **self._kwargs)
+
+    def _check_version(self, conn) -> int:
+        with conn.cursor() as cur:
+            v = pg_migrations.current_version(cur, self.schema)
+        if v == 0:
+            raise StoreError(f'no awty schema "{self.schema}" at {self.where}: run `awty init`')
+        if v > pg_migrations.LATEST:
+            raise StoreError(f'schema "{self.schema}" at {self.where} is version {v}, newer '
+                             f"than this awty ({pg_migrations.LATEST}): upgrade awty")
+        if v < pg_migrations.LATEST:
+            raise StoreError(f'schema "{self.schema}" at {self.where} is version {v}, this '
+                             f"awty needs {pg_migrations.LATEST}: run `awty init`")
+        return v
+
+    def _error(self, e: BaseException, what: str) -> Exception:
+        if isinstance(e, pg_errors.UniqueViolation):
+            return Conflict(f"{what}: {_one_line(e)}")
+        if isinstance(e, (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName)):
+            return StoreError(f'no awty schema "{self.schema}" at {self.where}: '
+                              "run `awty init`")
+        if isinstance(e, psycopg.OperationalError):
+            if self._pool is not None:
+                try:  # drop the pool's broken connections: the next call reconnects
+                    self._pool.check()
+                except Exception:  # noqa: BLE001 - the server may still be down
+                    pass
+            return StoreError(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
+        return StoreError(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
+
+    @contextmanager
+    def _tx(self, what: str):
+        """One transaction on a pooled connection; psycopg errors become one-line errors."""
+        if self._pool is None:
+            raise StoreError("the store is closed")
+        try:
+            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                yield cur
+        except psycopg.Error as e:
+            raise self._error(e, what) from None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def schema_version(self) -> int:
+        with self._tx("schema version") as cur:
+            return pg_migrations.current_version(cur, self.schema)
+
+    def check(self) -> StoreHealth:
+        try:
+            with self._connect(autocommit=True) as conn:
+                version, db, at = conn.execute(self.sql.server).fetchone()
+                with conn.cursor() as cur:
+                    v = pg_migrations.current_version(cur, self.schema)
+        except psycopg.Error as e:
+            return StoreHealth(False, 0, f"PostgreSQL at {self.where}: unreachable",
+                               (_one_line(e),))
+        detail = f"PostgreSQL {version} at {at}, database {db}, schema {self.schema}"
+        problems: tuple[str, ...] = ()
+        if v == 0:
+            problems = (f'no awty schema "{self.schema}": run `awty init`',)
+        elif v != pg_migrations.LATEST:
+            problems = (f"schema version {v}, this awty needs {pg_migrations.LATEST}",)
+        return StoreHealth(not problems, v, detail, problems)
+
+    def close(self) -> None:
+        for conn in self._sessions.values():
+            conn.close()
+        self._sessions.clear()
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # -- adding ---------------------------------------------------------------------------
+    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
+        pairs = list(zip(jobs, fingerprints, strict=True))
+        keys = sorted({j.idempotency_key for j, _ in pairs if j.idempotency_key})
+        out: list[Added] = []
+        with self._tx("cannot add") as cur:
+            known: dict[str, tuple[Job, str | None]] = {}
+            if keys:
+                # Two adders of one new key wait for each other here, not on the unique index.
+                cur.execute(self.sql.key_lock,
+                            (self._idempotency_class, [lock_key(k) for k in keys]))
+                cur.execute(self.sql.by_keys, (keys,))
+                known = {r[0]: (row_to_job(r[2:]), r[1]) for r in cur.fetchall()}
+                missing = [k for k in keys if k not in known]
+                if missing:
+                    cur.execute(self.sql.history_by_keys, (missing,))
+                    for key, fp, text in cur.fetchall():
+                        known[key] = (job_from_json(text), fp)
+            rows = []
+            for j, fp in pairs:
+                key = j.idempotency_key
+                if key and key in known:
+                    existing, known_fp = known[key]
+                    if known_fp != fp:
+                        raise Conflict(f"idempotency key {key!r} already names job "
+                                       f"{existing.id}, which is a different job")
+                    out.append(Added(existing, False))
+                    continue
+                rows.append(job_to_row(j, fp))
+                out.append(Added(j, True))
+                if key:
+                    known[key] = (j, fp)
+            if rows:
+                self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, rows)
+        return out
+
+    # -- reading --------------------------------------------------------------------------
+    def get(self, job_id: str) -> Job | None:
+        with self._tx("cannot read") as cur:
+            r = cur.execute(self.sql.get, (job_id,)).fetchone()
+        return row_to_job(r) if r else None
+
+    def get_history(self, job_id: str) -> list[HistoryRow]:
+        with self._tx("cannot read history") as cur:
+            return [row_to_history(r) for r in cur.execute(self.sql.get_history, (job_id,))]
+
+    def executions(self, job_id: str) -> list[Execution]:
+        with self._tx("cannot read executions") as cur:
+            rows = cur.execute(self.sql.executions, (job_id,)).fetchall()
+        return [Execution(r[0], r[1], r[2], r[3], r[4], Answer(r[5]), r[6], r[7], r[8], r[9])
+                for r in rows]
+
+    def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        with self._tx("cannot read") as cur:
+            found: dict[str, datetime | None] = dict(
+                cur.execute(self.sql.find_pending, (wanted,)).fetchall())
+            rest = [i for i in wanted if i not in found]
+            if rest:
+                for (i,) in cur.execute(self.sql.find_history, (rest,)):
+                    found[i] = None
+        return found
+
+    def match_ids(self, prefix: str, limit: int) -> list[str]:
+        pattern = re.sub(r"([\\%_])", r"\\\1", prefix) + "%"
+        with self._tx("cannot read") as cur:
+            cur.execute(self.sql.match_ids, {"p": pattern, "limit": limit})
+            return [r[0] for r in cur.fetchall()]
+
+    @staticmethod
+    def _job_filters(status, slot, until, entity, key, kind) -> tuple[str, list]:
+        # A slot as a one-second range, as in claim: the slot index gives the order.
+        slot = sec(slot)
+        used = [(c, v) for c, v in (
+            ("status = %s", str(status) if status is not None else None),
+            ("next_check_at >= %s", slot), ("next_check_at < %s", slot and slot + _SECOND),
+            ("next_check_at <= %s", sec(until)), ("entity_name = %s", entity),
+            ("entity_key = %s", key), ("kind = %s", str(kind) if kind is not None else None),
+        ) if v is not None]
+        if not used:
+            return "", []
+        return " WHERE " + " AND ".join(c for c, _ in used), [v for _, v in used]
+
+    def list(self, *, status: str | None = None, slot: datetime | None = None,
+             until: datetime | None = None, entity: str | None = None, key: str | None = None,
+             kind: str | None = None, limit: int | None = None) -> Iterator[Job]:
+        where, params = self._job_filters(status, slot, until, entity, key, kind)
+        sql = self.sql.list + where + " ORDER BY next_check_at, id"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        return self._stream(sql, params)
+
+    def _stream(self, sql: str, params: list) -> Iterator[Job]:
+        # A server-side cursor: rows arrive a batch at a time, memory stays flat.
+        if self._pool is None:
+            raise StoreError("the store is closed")
+        try:
+            with self._pool.connection() as conn, conn.transaction(), \
+                    conn.cursor(name="awty_list") as cur:
+                cur.itersize = 2000
+                cur.execute(sql, params)
+                for r in cur:
+                    yield row_to_job(r)
+        except psycopg.Error as e:
+            raise self._error(e, "cannot list") from None
+
+    def count(self, *, status: str | None = None, slot: datetime | None = None,
+              until: datetime | None = None, entity: str | None = None,
+              key: str | None = None, kind: str | None = None) -> int:
+        where, params = self._job_filters(status, slot, until, entity, key, kind)
+        with self._tx("cannot count") as cur:
+            return cur.execute(self.sql.count + where, params).fetchone()[0]
+
+    def slot_ids(self, slot: datetime) -> set[str]:
+        with self._tx("cannot read") as cur:
+            return {r[0] for r in cur.execute(self.sql.slot_ids, (sec(slot),))}
+
+    def slots_with_work(self, *, since: datetime | None = None,
+                        until: datetime | None = None) -> list[tuple[datetime, int]]:
+        used = [(c, v) for c, v in (("next_check_at >= %s", sec(since)),
+                                    ("next_check_at <= %s", sec(until))) if v is not None]
+        where = (" WHERE " + " AND ".join(c for c, _ in used)) if used else ""
+        sql = self.sql.slots_with_work + where + " GROUP BY next_check_at ORDER BY next_check_at"
+        with self._tx("cannot read") as cur:
+            return [(r[0], r[1]) for r in cur.execute(sql, [v for _, v in used])]
+
+    def history(self, *, outcome: str | None = None, entity: str | None = None,
+                key: str | None = None, since: datetime | None = None,
+                limit: int | None = None) -> list[HistoryRow]:
+        used = [(c, v) for c, v in (
+            ("outcome = %s", str(outcome) if outcome is not None else None),
+            ("entity_name = %s", entity), ("entity_key = %s", key),
+            ("ended_at >= %s", sec(since)),
+        ) if v is not None]
+        sql = self.sql.history
+        if used:
+            sql += " WHERE " + " AND ".join(c for c, _ in used)
+        sql += " ORDER BY ended_at DESC, seq DESC"
+        params = [v for _, v in used]
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        with self._tx("cannot read history") as cur:
+            return [row_to_history(r) for r in cur.execute(sql, params)]
+
+    def stats(self, *, now: datetime, since: datetime, current: datetime,
+              next_slots: int) -> StoreStats:
+        p = {"now": sec(now), "current": sec(current), "owner_class": self._owner_class}
+        since = sec(since)
+        with self._tx("cannot compute stats") as cur:
+            pending, in_flight, stale, past_slots, past_jobs = cur.execute(
+                self.sql.stats_jobs, p).fetchone()
+            by_kind = dict(cur.execute(self.sql.stats_kinds).fetchall())
+            nexts = [(r[0], r[1]) for r in cur.execute(
+                self.sql.stats_next, (sec(current), next_slots))]
+            outcomes = dict(cur.execute(self.sql.stats_outcomes, (since,)).fetchall())
+            answers = cur.execute(self.sql.stats_answers, (since,)).fetchall()
+            late = cur.execute(self.sql.stats_lateness, (since,)).fetchone()
+        by_answer = {a: n for a, n, _ in answers}
+        return StoreStats(
+            pending=pending, in_flight=in_flight, stale_leases=stale, by_kind=by_kind,
+            next_slots=nexts, past_slots=past_slots, past_jobs=past_jobs, outcomes=outcomes,
+            executions=sum(by_answer.values()), by_answer=by_answer,
+            retries=sum(r for _, _, r in answers),
+            failures=by_answer.get("retry", 0) + by_answer.get("fail", 0),
+            lateness_count=late[0], lateness_median_ms=late[1], lateness_p99_ms=late[2],
+            lateness_max_ms=late[3],
+        )
+
+    def leases(self, now: datetime) -> list[LeaseGroup]:
+        with self._tx("cannot read leases") as cur:
+            rows = cur.execute(self.sql.leases, {"now": sec(now),
+                                                 "owner_class": self._owner_class}).fetchall()
+        return [LeaseGroup(owner, jobs, expired, bool(alive) if owner is not None else None)
+                for owner, jobs, expired, alive in rows]
+
+    # -- changing -------------------------------------------------------------------------
+    def _cancel(self, cur, where: str, params: dict, now: datetime,
+                reason: str) -> tuple[list[Job], list[Job]]:
+        params = {**params, "now": now, "owner_class": self._owner_class}
+        rows = cur.execute(self.sql.cancel_select.replace("{where}", where), params).fetchall()
+        cancelled, running, history = [], [], []
+        for r in rows:
+            job = row_to_job(r)
+            if r[-1]:
+                running.append(job)
+            else:
+                cancelled.append(job)
+                history.append(history_row(job, Outcome.CANCELLED, reason, now, r[-2]))
+        if cancelled:
+            self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, history)
+            cur.execute(self.sql.delete_jobs, ([j.id for j in cancelled],))
+        return cancelled, running
+
+    def cancel(self, ids: Sequence[str], now: datetime,
+               reason: str = "cancelled") -> CancelResult:
+        wanted = list(dict.fromkeys(ids))
+        with self._tx("cannot cancel") as cur:
+            cancelled, running = self._cancel(cur, "f.id = ANY(%(ids)s)", {"ids": wanted},
+                                              sec(now), reason)
+        known = {j.id for j in cancelled} | {j.id for j in running}
+        return CancelResult(cancelled, running, [i for i in wanted if i not in known])
+
+    def cancel_entity(self, entity: str, key: str | None, now: datetime) -> CancelResult:
+        where = "f.entity_name = %(entity)s"
+        if key is not None:
+            where += " AND f.entity_key = %(key)s"
+        with self._tx("cannot cancel") as cur:
+            cancelled, running = self._cancel(cur, where, {"entity": entity, "key": key},
+                                              sec(now), "cancelled")
+        return CancelResult(cancelled, running, [])
+
+    def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
+        now = sec(now)
+        with self._tx("cannot reschedule") as cur:
+            r = cur.execute(self.sql.get_for_update, (job_id,)).fetchone()
+            if r is None:
+                raise JobNotFound(job_id)
+            job = row_to_job(r)
+            if job.started_at is not None and job.status is Status.IN_FLIGHT and (
+                    job.lease_until > now or self._alive(cur, job.lease_owner)):
+                raise Conflict(f"job {job_id} is running now (started by {job.lease_owner}); "
+                               "try again when it ends")
+            r = cur.execute(self.sql.reschedule, (sec(next_check_at), now, job_id)).fetchone()
+        return row_to_job(r)
+
+    def _alive(self, cur, owner: str | None) -> bool:
+        if owner is None:
+            return False
+        cur.execute(self.sql.owner_alive, {"owner_class": self._owner_class,
+                                           "owner_key": lock_key(owner)})
+        return cur.fetchone()[0]
+
+    def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
+        now = sec(now)
+        with self._tx("cannot retry") as cur:
+            if cur.execute(self.sql.in_future, (job_id,)).fetchone():
+                raise Conflict(f"job {job_id} is still pending; nothing to retry")
+            h = cur.execute(self.sql.last_history, (job_id,)).fetchone()
+            if h is None:
+                raise JobNotFound(job_id)
+            text, fp, outcome = h
+            if text is None:
+                raise Conflict(f"job {job_id} ended {outcome}; only failed, expired or "
+                               "cancelled jobs can be re-armed")
+            old = job_from_json(text)
+            key = old.idempotency_key
+            if key and cur.execute(self.sql.key_in_future, (key,)).fetchone():
+                key = None  # another live job took the key since; keep the retry keyless
+            job = Job(**{**{f: getattr(old, f) for f in old.__slots__},
+                         "next_check_at": sec(next_check_at), "check_count": 0, "attempt": 0,
+                         "status": Status.PENDING, "idempotency_key": key, "updated_at": now,
+                         "lease_owner": None, "lease_until": None, "started_at": None,
+                         "last_error": None})
+            self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
+        return job
+
+    def prune(self, before: datetime, *, dry_run: bool = False) -> int:
+        before = sec(before)
+        with self._tx("cannot prune") as cur:
+            n = cur.execute(self.sql.prune_count, (before,)).fetchone()[0]
+            if not dry_run and n:
+                cur.execute(self.sql.prune_executions, (before, before))
+                cur.execute(self.sql.prune, (before,))
+        return n
+
+    # -- running --------------------------------------------------------------------------
+    @contextmanager
+    def owner_session(self, owner: str) -> Iterator[None]:
+        try:
+            # Server-side keepalives: if this host dies without closing the connection, the
+            # server drops the session (and with it the owner's liveness) within ~30 s, not
+            # the kernel's 2 hours. Ignored on unix sockets, where death is seen at once.
+            conn = psycopg.connect(self.url, autocommit=True, **{
+                **self._kwargs, "options": self._kwargs["options"] + _KEEPALIVES})
+            conn.execute(self.sql.session_lock, (self._owner_class, lock_key(owner)))
+        except psycopg.Error as e:
+            raise self._error(e, "cannot open the runner's session") from None
+        self._sessions[owner] = conn
+        try:
+            yield
+        finally:
+            self._sessions.pop(owner, None)
+            try:  # unlock first: a closed connection's backend lets go a moment later
+                conn.execute(self.sql.session_unlock, (self._owner_class, lock_key(owner)))
+            except psycopg.Error:
+                pass
+            conn.close()
+
+    def slot_lock(self, slot: datetime, shard: tuple[int, int] | None = None) -> PgSlotLock:
+        name = f"{sec(slot).isoformat()}/{shard[0]}:{shard[1]}" if shard else \
+            sec(slot).isoformat()
+        return PgSlotLock(self, lock_key(name))
+
+    def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
+              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
+        params = {"slot": sec(slot), "slot_end": sec(slot) + _SECOND, "now": sec(now),
+                  "owner": owner, "owner_key": lock_key(owner), "until": sec(lease_until),
+                  "limit": limit, "owner_class": self._owner_class}
+        sql = self.sql.claim
+        if shard is not None:
+            sql = sql.replace("{shard}", "AND f.shard_key %% %(n)s = %(i)s")
+            params["i"], params["n"] = shard
+        else:
+            sql = sql.replace("{shard}", "")
+        with self._tx("cannot claim") as cur:
+            rows = cur.execute(sql, params).fetchall()
+        return sorted(map(row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
+
+    def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
+                  lease_until: datetime) -> list[Job]:
+        params = {"ids": list(ids), "now": sec(now), "owner": owner, "owner_key": lock_key(owner),
+                  "until": sec(lease_until), "owner_class": self._owner_class}
+        with self._tx("cannot claim") as cur:
+            rows = cur.execute(self.sql.claim_ids, params).fetchall()
+        return sorted(map(row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
+
+    def _session_held(self, owner: str) -> None:
+        conn = self._sessions.get(owner)
+        if conn is None:
+            return
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.Error:
+            raise StoreError(f"PostgreSQL at {self.where}: the runner's session was lost "
+                             "(server restarted?); its claims are left to their leases") from None
+
+    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
+        self._session_held(owner)
+        with self._tx("cannot start") as cur:
+            got = {r[0] for r in cur.execute(self.sql.start, (sec(now), list(ids), owner))}
+        return [i for i in ids if i in got]
+
+    def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
+               executions: Sequence[Execution] = ()) -> list[Decision]:
+        now = sec(now)
+        ends = [d for d in decisions if isinstance(d, End)]
+        reslots = [d for d in decisions if isinstance(d, Reslot)]
+        applied: set[str] = set()
+        with self._tx("cannot record results") as cur:
+            if reslots:
+                cur.execute(self.sql.reslot, (
+                    now, [d.job.id for d in reslots], [sec(d.next_check_at) for d in reslots],
+                    [d.check_count for d in reslots], [d.attempt for d in reslots],
+                    [d.error[:ERROR_CHARS] if d.error else None for d in reslots], owner))
+                applied.update(r[0] for r in cur.fetchall())
+            if ends:
+                owned = dict(cur.execute(self.sql.end_owned,
+                                         ([e.job.id for e in ends], owner)).fetchall())
+                self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
+                    history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
+                                 e.lateness) for e in ends if e.job.id in owned])
+                applied.update(owned)
+            if executions:
+                self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
+                           map(execution_row, executions))
+        return [d for d in decisions if d.job.id in applied]
+
+    @staticmethod
+    def _copy(cur, sql: str, types: Sequence[str], rows: Iterable[tuple]) -> None:
+        with cur.copy(sql) as copy:
+            copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+
+    def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
+        with self._tx("cannot release") as cur:
+            return cur.execute(self.sql.release, (list(ids), owner)).rowcount
+
+    def release_stale(self, owner: str | None, now: datetime) -> int:
+        with self._tx("cannot release stale leases") as cur:
+            return cur.execute(self.sql.release_stale, {
+                "owner": owner, "now": sec(now), "owner_class": self._owner_class}).rowcount

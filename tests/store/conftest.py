@@ -1,0 +1,111 @@
+"""The ``store`` fixture: every contract test runs once per store (SQLite, PostgreSQL), each on
+a fresh store (a temp SQLite file; a fresh schema in one database made per test session)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pgserver  # noqa: E402
+
+HOLDER = Path(__file__).with_name("holder.py")
+
+
+@dataclass
+class Case:
+    """How to open (another connection to) the store under test."""
+
+    kind: str  # "sqlite" | "postgres"
+    where: str  # database file, or PostgreSQL URL
+    schema: str | None = None
+
+    def open(self, create: bool = False):
+        return open_store(self.kind, self.where, self.schema, create=create)
+
+    def hold(self, owner: str) -> Holder:
+        """A real child process holding ``owner``'s session (an alive owner)."""
+        return Holder(self, owner)
+
+
+def open_store(kind: str, where: str, schema: str | None, *, create: bool = False):
+    if kind == "sqlite":
+        from awty.store.sqlite import SQLiteStore
+
+        return SQLiteStore(Path(where))
+    from awty.store.postgres import PostgresStore
+
+    return PostgresStore(where, schema=schema or "awty", create=create)
+
+
+class Holder:
+    def __init__(self, case: Case, owner: str):
+        self.owner = owner
+        args = [sys.executable, str(HOLDER), case.kind, case.where, case.schema or "", owner]
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stdout.readline().strip()
+        if line != "holding":
+            self.proc.kill()
+            raise RuntimeError(f"holder did not start: {line!r}")
+
+    def kill(self) -> None:
+        """SIGKILL: the owner dies without a chance to clean up."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    try:
+        db = pgserver.SessionDatabase()
+    except Exception as e:  # noqa: BLE001 - any reason means "no server", reported below
+        message = pgserver.unavailable(str(e).strip().splitlines()[0] if str(e) else repr(e))
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        print(f"\nSKIPPING PostgreSQL tests: {message}", file=sys.stderr)
+        pytest.skip(message)
+    yield db
+    db.drop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def case(request, tmp_path) -> Case:
+    if request.param == "sqlite":
+        yield Case("sqlite", str(tmp_path / "awty.db"))
+        return
+    db = request.getfixturevalue("pg_database")
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    yield Case("postgres", db.url, schema)
+    import psycopg
+
+    with psycopg.connect(db.url, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def store(case):
+    s = case.open(create=True)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def holders():
+    """Holders started by a test, stopped after it whatever happened."""
+    started: list[Holder] = []
+    yield started
+    for h in started:
+        h.stop()

@@ -1,0 +1,616 @@
+"""The store contract (awty/store/base.py), checked against every store.
+
+Each test calls ``Store`` methods directly, on a fresh store per test (see conftest.py). Live
+owners are real child processes holding ``owner_session`` (holder.py); dead owners are those
+processes SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from awty.errors import Conflict, JobNotFound
+from awty.ids import shard_of
+from awty.model import (
+    Added, Answer, End, Execution, Job, Kind, Outcome, Reslot, Result, Status, new_id,
+)
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+S1, S2, S3 = T0, T0 + MIN, T0 + 2 * MIN
+NOW = T0 - timedelta(hours=1)
+A, B = "host-a:100:aaaa", "host-b:200:bbbb"
+_ids = itertools.count()
+
+
+def _next_id() -> str:
+    # Ids in creation order, as the ULIDs of real adds are.
+    return new_id(datetime(2026, 11, 1, tzinfo=UTC) + timedelta(milliseconds=next(_ids)))
+
+
+def mk(slot: datetime = S1, *, kind: Kind = Kind.HTTP, entity: str | None = None,
+       key: str | None = None, idem: str | None = None, **fields) -> Job:
+    return Job(
+        id=fields.pop("id", None) or _next_id(), kind=kind, target="http://127.0.0.1:9/cb",
+        payload_json='{"n": 1}', headers=fields.pop("headers", {}), entity_name=entity,
+        entity_key=key,
+        first_check_at=slot, next_check_at=slot, idempotency_key=idem, created_at=NOW,
+        updated_at=NOW, **fields,
+    )
+
+
+def add(store, *jobs: Job, fp: str | None = None) -> list[Job]:
+    store.add(list(jobs), [fp] * len(jobs))
+    return list(jobs)
+
+
+def ids(jobs) -> list[str]:
+    return [j.id for j in jobs]
+
+
+def claim(store, slot=S1, *, owner=A, now=NOW, lease=timedelta(minutes=5), limit=100,
+          shard=None) -> list[Job]:
+    return store.claim(slot, now=now, owner=owner, lease_until=now + lease, limit=limit,
+                       shard=shard)
+
+
+def end(job: Job, outcome: Outcome = Outcome.DONE, reason: str = "ok") -> End:
+    return End(job, outcome, reason, Result(Answer.DONE, status=200, duration=0.25),
+               lateness=0.5)
+
+
+def execution(job: Job, at: datetime, *, answer=Answer.DONE, attempt=1, lateness_ms=100.0):
+    return Execution(job.id, at, "202611221000", 1, attempt, answer, status=200,
+                     duration_ms=250.0, lateness_ms=lateness_ms)
+
+
+def wait_dead(store, owner: str, now: datetime, timeout: float = 10.0) -> None:
+    """A killed owner's session ends when its server/kernel notices: poll, bounded."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        groups = {g.owner: g for g in store.leases(now)}
+        if owner not in groups or not groups[owner].alive:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{owner} still alive {timeout}s after SIGKILL")
+
+
+def hold(case, holders, owner: str):
+    h = case.hold(owner)
+    holders.append(h)
+    return h
+
+
+def utc(at: datetime) -> bool:
+    return at.tzinfo is not None and at.utcoffset() == timedelta(0)
+
+
+# -- lifecycle ----------------------------------------------------------------------------
+def test_schema_version_and_check(store):
+    v = store.schema_version()
+    assert isinstance(v, int) and v >= 1
+    health = store.check()
+    assert health.ok and health.schema_version == v and health.problems == ()
+    assert isinstance(health.detail, str) and health.detail
+
+
+# -- adding -------------------------------------------------------------------------------
+def test_add_persists_every_field_times_to_the_second(store):
+    at = datetime(2026, 11, 22, 9, 30, 15, 987654, tzinfo=UTC)
+    j = mk(S2, kind=Kind.EXEC, entity="order", key="42", idem="k-1", headers={"X-A": "1"},
+           max_checks=5, horizon=3600.0, timeout=12.5, max_attempts=4, misfire_grace=30.0,
+           cwd="/srv", env={"PATH": "/bin", "LANG": "C"}, last_error="earlier",
+           check_count=2, attempt=1)
+    j = replace(j, payload_json='{"b": [1, 2], "a": "é"}', created_at=at, updated_at=at)
+    [added] = store.add([j], ["fp"])
+    assert added.created and added.job.id == j.id
+    got = store.get(j.id)
+    assert got == replace(j, created_at=at.replace(microsecond=0),
+                          updated_at=at.replace(microsecond=0))
+    assert all(utc(t) for t in (got.first_check_at, got.next_check_at, got.created_at))
+    assert store.get("01NOPE") is None
+
+
+def test_add_is_all_or_nothing(store):
+    [first] = add(store, mk(idem="k"), fp="one")
+    fresh = mk()
+    with pytest.raises(Conflict):
+        store.add([fresh, mk(idem="k")], [None, "two"])
+    assert store.get(fresh.id) is None
+    assert store.count() == 1 and store.get(first.id) is not None
+
+
+def test_add_idempotency_same_fingerprint_returns_existing(store):
+    [first] = add(store, mk(idem="k"), fp="fp")
+    again, other = mk(idem="k"), mk()
+    result = store.add([other, again], [None, "fp"])
+    assert [(r.job.id, r.created) for r in result] == [(other.id, True), (first.id, False)]
+    assert store.get(again.id) is None and store.count() == 2
+
+
+def test_idempotency_key_is_known_in_history_too(store):
+    [first] = add(store, mk(idem="k"), fp="fp")
+    [c] = claim(store)
+    assert store.finish([end(c)], owner=A, now=NOW) == [end(c)]
+    [again] = store.add([mk(idem="k")], ["fp"])
+    assert again == Added(again.job, False) and again.job.id == first.id
+    with pytest.raises(Conflict):
+        store.add([mk(idem="k")], ["other"])
+    assert store.count() == 0
+
+
+# -- reading ------------------------------------------------------------------------------
+def test_list_orders_by_slot_then_id_and_streams(store):
+    late, early_b, early_a = mk(S2), mk(S1), mk(S1)  # ids: late < early_b < early_a
+    add(store, early_a, late, early_b)
+    listed = store.list()
+    assert iter(listed) is listed  # an iterator, not a materialised list
+    assert ids(listed) == [early_b.id, early_a.id, late.id]
+    many = [mk(S3) for _ in range(2500)]
+    add(store, *many)
+    stream = store.list(slot=S3)
+    assert next(stream).id == many[0].id
+    stream.close()  # abandoning a stream leaves the store usable
+    assert store.count(slot=S3) == 2500 and ids(store.list(slot=S3)) == ids(many)
+
+
+def test_list_and_count_filters(store):
+    a = mk(S1, entity="order", key="1")
+    b = mk(S2, entity="order", key="2", kind=Kind.EXEC)
+    c = mk(S3, entity="user", key="1")
+    d = mk(S3)
+    add(store, a, b, c, d)
+    [claimed] = claim(store, S1)
+    cases = {
+        (): [a, b, c, d],
+        (("status", "pending"),): [b, c, d],
+        (("status", "in_flight"),): [a],
+        (("slot", S3),): [c, d],
+        (("until", S2),): [a, b],
+        (("until", S1 - MIN),): [],
+        (("entity", "order"),): [a, b],
+        (("entity", "order"), ("key", "2")): [b],
+        (("key", "1"),): [a, c],
+        (("kind", "exec"),): [b],
+        (("kind", "http"), ("status", "pending")): [c, d],
+        (("entity", "user"), ("slot", S1)): [],
+    }
+    for filters, expected in cases.items():
+        kw = dict(filters)
+        assert ids(store.list(**kw)) == ids(expected), kw
+        assert store.count(**kw) == len(expected), kw
+    assert ids(store.list(limit=3)) == ids([a, b, c])
+    assert ids(store.list(entity="order", limit=1)) == [a.id]
+    assert claimed.status is Status.IN_FLIGHT
+
+
+def test_find_reports_pending_slot_or_none_for_history(store):
+    pending, ended = add(store, mk(S2), mk(S1))
+    [c] = claim(store, S1)
+    store.finish([end(c)], owner=A, now=NOW)
+    assert store.find([pending.id, ended.id, "01UNKNOWN"]) == {pending.id: S2, ended.id: None}
+    assert store.find([]) == {}
+
+
+def test_match_ids_prefix_over_pending_and_history(store):
+    jobs = add(store, *(mk(S1, id=f"01JD4X{'0' * 18}{n:02d}") for n in range(4)))
+    add(store, mk(S1))
+    claimed = claim(store, S1, limit=1)
+    store.finish([end(claimed[0])], owner=A, now=NOW)
+    prefix = "01JD4X"
+    assert store.match_ids(prefix, 10) == ids(jobs)
+    assert store.match_ids(prefix, 2) == ids(jobs[:2])
+    assert store.match_ids(jobs[3].id, 10) == [jobs[3].id]
+    assert store.match_ids("ZZZZ", 10) == []
+
+
+def test_match_ids_gives_a_retried_id_once(store):
+    [j] = add(store, mk(S1))
+    for _ in range(2):
+        [c] = claim(store, S1)
+        store.finish([end(c, Outcome.FAILED, "boom")], owner=A, now=NOW)
+        store.retry(j.id, S1, NOW)
+    assert store.match_ids(j.id[:12], 10) == [j.id]
+
+
+def test_slot_ids_any_status(store):
+    a, b, _c = add(store, mk(S1), mk(S1), mk(S2))
+    claim(store, S1, limit=1)
+    assert store.slot_ids(S1) == {a.id, b.id}
+    assert store.slot_ids(S3) == set()
+
+
+def test_slots_with_work_ranges(store):
+    add(store, mk(S1), mk(S1), mk(S2), mk(S3), mk(S3), mk(S3))
+    claim(store, S1, limit=1)
+    assert store.slots_with_work() == [(S1, 2), (S2, 1), (S3, 3)]
+    assert store.slots_with_work(since=S2) == [(S2, 1), (S3, 3)]
+    assert store.slots_with_work(until=S2) == [(S1, 2), (S2, 1)]
+    assert store.slots_with_work(since=S2, until=S2) == [(S2, 1)]
+    assert store.slots_with_work(since=S3 + MIN) == []
+    assert all(utc(s) for s, _ in store.slots_with_work())
+
+
+def test_history_filters_newest_first(store):
+    a = mk(S1, entity="order", key="1")
+    b = mk(S1, entity="order", key="2")
+    c = mk(S1, entity="user", key="1")
+    add(store, a, b, c)
+    claim(store, S1)
+    store.finish([end(a)], owner=A, now=T0)
+    store.finish([end(b, Outcome.FAILED, "http 500")], owner=A, now=T0 + MIN)
+    store.finish([end(c, Outcome.GONE, "gone")], owner=A, now=T0 + 2 * MIN)
+    assert ids(store.history()) == ids([c, b, a])
+    assert ids(store.history(outcome="failed")) == [b.id]
+    assert ids(store.history(entity="order")) == ids([b, a])
+    assert ids(store.history(entity="order", key="1")) == [a.id]
+    assert ids(store.history(key="1")) == ids([c, a])
+    assert ids(store.history(since=T0 + MIN)) == ids([c, b])
+    assert ids(store.history(limit=1)) == [c.id]
+    row = store.history(outcome="failed")[0]
+    assert (row.outcome, row.reason, row.entity_name, row.entity_key) == (
+        Outcome.FAILED, "http 500", "order", "2")
+    assert row.ended_at == T0 + MIN and utc(row.ended_at)
+    assert isinstance(row.payload_json, str) and row.payload_json == a.payload_json
+
+
+# -- claiming -----------------------------------------------------------------------------
+def test_claim_limit_order_and_leases(store):
+    jobs = add(store, *(mk(S1) for _ in range(5)))
+    other = add(store, mk(S2))[0]
+    lease_until = NOW + timedelta(seconds=90)
+    got = store.claim(S1, now=NOW, owner=A, lease_until=lease_until, limit=3)
+    assert ids(got) == ids(jobs[:3])
+    for j in got:
+        assert (j.status, j.lease_owner, j.lease_until) == (Status.IN_FLIGHT, A, lease_until)
+        assert store.get(j.id) == j
+    assert ids(claim(store, S1, owner=B)) == ids(jobs[3:])  # live leases are not claimed again
+    assert claim(store, S1, owner=B) == []
+    assert store.get(other.id).status is Status.PENDING
+
+
+def test_claim_shards_partition_the_slot(store):
+    jobs = add(store, *(mk(S1) for _ in range(60)))
+    seen: list[str] = []
+    for i in range(3):
+        got = claim(store, S1, owner=f"h:{i}:x", shard=(i, 3))
+        assert all(shard_of(j.id, 3) == i for j in got)
+        assert ids(got) == sorted(ids(got))
+        seen += ids(got)
+    assert sorted(seen) == ids(jobs)
+
+
+def test_lease_boundary_expired_at_equal_now(store):
+    # Owner A never opened a session: its claims are judged by their lease alone.
+    [j] = add(store, mk(S1))
+    lease_until = NOW + timedelta(seconds=30)
+    store.claim(S1, now=NOW, owner=A, lease_until=lease_until, limit=10)
+    assert claim(store, S1, owner=B, now=lease_until - timedelta(seconds=1)) == []
+    [taken] = claim(store, S1, owner=B, now=lease_until)
+    assert taken.id == j.id and taken.lease_owner == B
+
+
+def test_claimer_never_takes_back_its_own_expired_leases(store):
+    [j] = add(store, mk(S1))
+    lease_until = NOW + timedelta(seconds=30)
+    store.claim(S1, now=NOW, owner=A, lease_until=lease_until, limit=10)
+    later = lease_until + MIN  # A's clock jumped: the job is still in A's hands
+    assert claim(store, S1, owner=A, now=later) == []
+    assert store.claim_ids([j.id], now=later, owner=A, lease_until=later + MIN) == []
+    assert ids(claim(store, S1, owner=B, now=later)) == [j.id]
+
+
+def test_live_owner_claims_never_taken_over(store, case, holders):
+    h = hold(case, holders, A)
+    [j] = add(store, mk(S1))
+    store.claim(S1, now=NOW, owner=A, lease_until=NOW + timedelta(seconds=30), limit=10)
+    far = NOW + timedelta(hours=5)  # a clock far ahead: the lease looks long expired
+    assert claim(store, S1, owner=B, now=far) == []
+    assert store.claim_ids([j.id], now=far, owner=B, lease_until=far + MIN) == []
+    h.kill()
+    wait_dead(store, A, far)
+    [taken] = claim(store, S1, owner=B, now=far)
+    assert taken.id == j.id and taken.lease_owner == B
+
+
+def test_dead_owner_with_live_lease_is_not_taken_over(store, case, holders):
+    h = hold(case, holders, A)
+    add(store, mk(S1))
+    claim(store, S1, owner=A, now=NOW, lease=timedelta(minutes=5))
+    h.kill()
+    wait_dead(store, A, NOW)
+    assert claim(store, S1, owner=B, now=NOW + MIN) == []
+
+
+def test_claim_ids_any_slot_on_the_same_terms(store, case, holders):
+    hold(case, holders, A)
+    p1, p2, leased_live, ended = add(store, mk(S1), mk(S3), mk(S2), mk(S2))
+    store.claim_ids([leased_live.id, ended.id], now=NOW, owner=A,
+                    lease_until=NOW + timedelta(seconds=1))
+    store.finish([end(store.get(ended.id))], owner=A, now=NOW)
+    later = NOW + MIN
+    got = store.claim_ids([p2.id, "01UNKNOWN", leased_live.id, ended.id, p1.id], now=later,
+                          owner=B, lease_until=later + MIN)
+    assert sorted(ids(got)) == sorted([p1.id, p2.id])
+    assert all(j.lease_owner == B and j.status is Status.IN_FLIGHT for j in got)
+
+
+# -- start / finish / release -------------------------------------------------------------
+def test_start_returns_only_still_claimed_in_given_order(store):
+    a, b, c, d, e = add(store, *(mk(S1) for _ in range(5)))
+    lease_until = NOW + timedelta(seconds=30)
+    store.claim(S1, now=NOW, owner=A, lease_until=lease_until, limit=10)
+    store.cancel([a.id], NOW)
+    store.reschedule(b.id, S3, NOW)
+    store.claim_ids([c.id], now=lease_until, owner=B, lease_until=lease_until + MIN)
+    started = store.start([e.id, a.id, b.id, c.id, d.id], owner=A, now=NOW)
+    assert started == [e.id, d.id]
+    assert store.get(e.id).started_at == NOW and utc(store.get(e.id).started_at)
+    assert store.get(b.id).started_at is None and store.get(b.id).status is Status.PENDING
+    assert store.start([c.id], owner=B, now=lease_until) == [c.id]
+
+
+def test_finish_end_and_reslot_with_executions(store):
+    a, b = add(store, mk(S1, entity="order", key="7"), mk(S1, env={"PATH": "/bin"}))
+    ca, cb = claim(store, S1)
+    store.start([a.id, b.id], owner=A, now=T0)
+    done = End(ca, Outcome.DONE, "ok", Result(Answer.DONE, status=204, duration=0.125),
+               lateness=0.5)
+    again = Reslot(cb, S3, check_count=1, attempt=0, result=Result(Answer.RECHECK, status=202),
+                   error="not yet")
+    runs = [execution(a, T0), execution(b, T0, answer=Answer.RECHECK)]
+    applied = store.finish([done, again], owner=A, now=T0 + timedelta(seconds=1), executions=runs)
+    assert applied == [done, again]
+    assert store.get(a.id) is None
+    [row] = store.get_history(a.id)
+    assert (row.outcome, row.reason, row.checks, row.last_status) == (Outcome.DONE, "ok", 1, 204)
+    assert row.ended_at == T0 + timedelta(seconds=1) and row.duration_ms == pytest.approx(125)
+    assert (row.entity_name, row.entity_key, row.kind) == ("order", "7", Kind.HTTP)
+    moved = store.get(b.id)
+    assert (moved.status, moved.next_check_at, moved.check_count, moved.attempt) == (
+        Status.PENDING, S3, 1, 0)
+    assert (moved.lease_owner, moved.lease_until, moved.started_at) == (None, None, None)
+    assert moved.last_error == "not yet" and moved.env == {"PATH": "/bin"}
+    assert store.get_history(b.id) == []
+    assert store.executions(a.id) == [runs[0]]
+    assert store.executions(b.id) == [runs[1]]
+
+
+def test_finish_by_non_owner_is_ignored(store):
+    [j] = add(store, mk(S1))
+    [c] = claim(store, S1, owner=A)
+    assert store.finish([end(c)], owner=B, now=NOW) == []
+    assert store.get(j.id) == c and store.get_history(j.id) == []
+    resl = Reslot(c, S3, 1, 0, None)
+    assert store.finish([resl], owner=B, now=NOW) == []
+    assert store.get(j.id).next_check_at == S1
+
+
+def test_finish_after_cancel_drops_the_result(store):
+    [j] = add(store, mk(S1))
+    [c] = claim(store, S1)
+    store.cancel([j.id], NOW)
+    assert store.finish([end(c)], owner=A, now=NOW) == []
+    [row] = store.get_history(j.id)
+    assert row.outcome is Outcome.CANCELLED
+
+
+def test_release_gives_claims_back_unchanged(store):
+    [j, k] = add(store, mk(S1), mk(S1))
+    claim(store, S1, owner=A)
+    assert store.release([j.id, k.id], owner=B, now=NOW) == 0
+    assert store.release([j.id], owner=A, now=NOW) == 1
+    assert store.get(j.id).status is Status.PENDING
+    assert store.get(j.id).lease_owner is None and store.get(j.id).next_check_at == S1
+    assert store.get(k.id).status is Status.IN_FLIGHT
+    assert ids(claim(store, S1, owner=B)) == [j.id]
+
+
+def test_release_stale_only_expired_and_dead(store, case, holders):
+    a, b, c = add(store, mk(S1), mk(S2), mk(S3))
+    dead = "host-d:1:dddd"
+    hold(case, holders, A)
+    h = hold(case, holders, dead)
+    short = NOW + timedelta(seconds=10)
+    store.claim_ids([a.id], now=NOW, owner=A, lease_until=short)
+    store.claim_ids([b.id], now=NOW, owner=dead, lease_until=short)
+    store.claim_ids([c.id], now=NOW, owner=dead, lease_until=NOW + timedelta(hours=1))
+    h.kill()
+    wait_dead(store, dead, short)
+    assert store.release_stale(A, short) == 0  # alive
+    assert store.release_stale(dead, short - timedelta(seconds=1)) == 0  # not expired yet
+    assert store.release_stale(dead, short) == 1
+    assert store.get(b.id).status is Status.PENDING and store.get(b.id).lease_owner is None
+    assert store.get(c.id).status is Status.IN_FLIGHT
+
+
+# -- cancel / reschedule / retry ----------------------------------------------------------
+def test_cancel_pending_and_claimed_not_started(store):
+    p, c, keep = add(store, mk(S2), mk(S1), mk(S1))
+    claim(store, S1, limit=1)
+    result = store.cancel([p.id, c.id, "01UNKNOWN"], T0, reason="user asked")
+    assert sorted(ids(result.cancelled)) == sorted([p.id, c.id])
+    assert result.running == [] and result.missing == ["01UNKNOWN"]
+    assert store.get(p.id) is None and store.get(c.id) is None
+    [row] = store.get_history(c.id)
+    assert (row.outcome, row.reason, row.ended_at) == (Outcome.CANCELLED, "user asked", T0)
+    assert store.start([c.id], owner=A, now=T0) == []
+    again = store.cancel([p.id], T0)
+    assert again.cancelled == [] and again.missing == [p.id]
+    assert store.get(keep.id) is not None
+
+
+def test_cancel_leaves_running_job_of_live_owner(store, case, holders):
+    h = hold(case, holders, A)
+    [j] = add(store, mk(S1))
+    claim(store, S1, owner=A, lease=timedelta(seconds=10))
+    store.start([j.id], owner=A, now=NOW)
+    later = NOW + timedelta(hours=1)  # lease expired, owner alive: still running
+    result = store.cancel([j.id], later)
+    assert ids(result.running) == [j.id] and result.cancelled == [] and result.missing == []
+    assert store.get(j.id).status is Status.IN_FLIGHT
+    h.kill()
+    wait_dead(store, A, later)
+    result = store.cancel([j.id], later)
+    assert ids(result.cancelled) == [j.id]
+    assert store.get_history(j.id)[0].outcome is Outcome.CANCELLED
+
+
+def test_cancel_started_without_session_judged_by_lease(store):
+    [j] = add(store, mk(S1))
+    claim(store, S1, owner=A, lease=timedelta(seconds=30))
+    store.start([j.id], owner=A, now=NOW)
+    assert ids(store.cancel([j.id], NOW + timedelta(seconds=29)).running) == [j.id]
+    assert ids(store.cancel([j.id], NOW + timedelta(seconds=30)).cancelled) == [j.id]
+
+
+def test_cancel_entity(store):
+    a, b, c, d = add(store, mk(S1, entity="order", key="1"), mk(S2, entity="order", key="2"),
+                     mk(S2, entity="order", key="1"), mk(S2, entity="user", key="1"))
+    result = store.cancel_entity("order", "1", NOW)
+    assert sorted(ids(result.cancelled)) == sorted([a.id, c.id])
+    assert ids(store.cancel_entity("order", None, NOW).cancelled) == [b.id]
+    assert ids(store.list()) == [d.id]
+    assert store.cancel_entity("nothing", None, NOW).cancelled == []
+
+
+def test_reschedule_pending_claimed_running(store, case, holders):
+    p, c, r = add(store, mk(S1), mk(S1), mk(S1))
+    moved = store.reschedule(p.id, S3, NOW)
+    assert (moved.next_check_at, moved.status) == (S3, Status.PENDING)
+    assert store.get(p.id) == moved and moved.updated_at == NOW
+    hold(case, holders, A)
+    claim(store, S1, owner=A)
+    store.start([r.id], owner=A, now=NOW)
+    back = store.reschedule(c.id, S2, NOW)
+    assert (back.status, back.lease_owner, back.next_check_at) == (Status.PENDING, None, S2)
+    assert store.start([c.id], owner=A, now=NOW) == []
+    with pytest.raises(Conflict, match=A):
+        store.reschedule(r.id, S3, NOW)
+    assert store.get(r.id).next_check_at == S1
+    with pytest.raises(JobNotFound):
+        store.reschedule("01UNKNOWN", S3, NOW)
+
+
+def test_retry_rearms_an_ended_job(store):
+    [j] = add(store, mk(S1, kind=Kind.EXEC, env={"A": "1"}, cwd="/tmp", max_attempts=3))
+    [c] = claim(store, S1)
+    failed = End(replace(c, attempt=2), Outcome.FAILED, "exit 1",
+                 Result(Answer.FAIL, status=1, error="exit 1"))
+    store.finish([failed], owner=A, now=T0)
+    with pytest.raises(JobNotFound):
+        store.retry("01UNKNOWN", S3, T0)
+    job = store.retry(j.id, S3, T0)
+    assert (job.id, job.status, job.next_check_at, job.attempt) == (j.id, Status.PENDING, S3, 0)
+    assert (job.env, job.cwd, job.kind, job.max_attempts) == ({"A": "1"}, "/tmp", Kind.EXEC, 3)
+    assert job.lease_owner is None and store.get(j.id) == job
+    with pytest.raises(Conflict):
+        store.retry(j.id, S3, T0)
+    [c] = claim(store, S3, now=T0)
+    store.finish([end(c)], owner=A, now=T0 + MIN)
+    assert [h.outcome for h in store.get_history(j.id)] == [Outcome.FAILED, Outcome.DONE]
+
+
+def test_prune_and_dry_run(store):
+    a, b, c = add(store, mk(S1), mk(S1), mk(S1))
+    claim(store, S1)
+    for job, when in ((a, T0), (b, T0 + MIN), (c, T0 + 2 * MIN)):
+        store.finish([end(job)], owner=A, now=when, executions=[execution(job, when)])
+    assert store.prune(T0 + MIN, dry_run=True) == 1
+    assert len(store.history()) == 3
+    assert store.prune(T0 + MIN) == 1
+    assert ids(store.history()) == ids([c, b])
+    assert store.executions(a.id) == [] and len(store.executions(b.id)) == 1
+    assert store.prune(T0 + MIN) == 0
+
+
+# -- aggregates ---------------------------------------------------------------------------
+def test_stats(store):
+    since = T0 - timedelta(hours=1)
+    old, p1, p2, p3, e1 = add(store, mk(T0 - 10 * MIN), mk(S2), mk(S2), mk(S3),
+                              mk(S3, kind=Kind.EXEC))
+    d1, f1, ancient = add(store, mk(S1), mk(S1), mk(S1))
+    claim(store, S1)
+    store.finish([end(ancient)], owner=A, now=since - MIN)
+    store.finish([end(d1), end(f1, Outcome.FAILED, "http 500")], owner=A, now=T0,
+                 executions=[execution(d1, T0, lateness_ms=100.0),
+                             execution(f1, T0, answer=Answer.RETRY, lateness_ms=200.0),
+                             execution(f1, T0, answer=Answer.FAIL, attempt=2,
+                                       lateness_ms=300.0),
+                             execution(ancient, since - MIN, lateness_ms=9000.0)])
+    st = store.stats(now=T0, since=since, current=S1, next_slots=1)
+    assert (st.pending, st.in_flight, st.stale_leases) == (5, 0, 0)
+    assert st.by_kind == {"http": 4, "exec": 1}
+    assert st.next_slots == [(S2, 2)]
+    assert (st.past_slots, st.past_jobs) == (1, 1)
+    assert st.outcomes == {"done": 1, "failed": 1}
+    assert st.executions == 3 and st.by_answer == {"done": 1, "retry": 1, "fail": 1}
+    assert (st.retries, st.failures) == (1, 2)
+    assert st.lateness_count == 3 and st.lateness_median_ms == pytest.approx(200)
+    assert 200 <= st.lateness_p99_ms <= 300 and st.lateness_max_ms == pytest.approx(300)
+    claim(store, T0 - 10 * MIN, owner=B, lease=timedelta(seconds=10))
+    st = store.stats(now=T0, since=since, current=S1, next_slots=5)
+    assert (st.pending, st.in_flight, st.stale_leases) == (4, 1, 1)
+    assert st.next_slots == [(S2, 2), (S3, 2)]
+
+
+def test_leases_grouped_by_owner(store, case, holders):
+    hold(case, holders, A)
+    h = hold(case, holders, B)
+    add(store, *(mk(S1) for _ in range(3)), *(mk(S2) for _ in range(2)), mk(S3))
+    store.claim(S1, now=NOW, owner=A, lease_until=NOW + MIN, limit=2)
+    store.claim(S1, now=NOW, owner=A, lease_until=NOW + timedelta(hours=1), limit=2)
+    store.claim(S2, now=NOW, owner=B, lease_until=NOW + MIN, limit=5)
+    store.claim(S3, now=NOW, owner="never:1:x", lease_until=NOW + MIN, limit=5)
+    h.kill()
+    wait_dead(store, B, NOW + MIN)
+    groups = {g.owner: g for g in store.leases(NOW + MIN)}
+    assert set(groups) == {A, B, "never:1:x"}
+    assert (groups[A].jobs, groups[A].expired, groups[A].alive) == (3, 2, True)
+    assert (groups[B].jobs, groups[B].expired, groups[B].alive) == (2, 2, False)
+    assert groups["never:1:x"].alive is not True and groups["never:1:x"].expired == 1
+    assert store.leases(NOW - MIN) != [] and all(
+        g.expired == 0 for g in store.leases(NOW - MIN))
+
+
+# -- locks --------------------------------------------------------------------------------
+def test_slot_lock_semantics(store, case):
+    other = case.open()
+    try:
+        held = store.slot_lock(S1)
+        assert held.acquire()
+        assert isinstance(held.holder(), str) and held.holder()
+        if case.kind == "sqlite":
+            # One unsharded run per slot; it and sharded runs exclude each other.
+            assert not other.slot_lock(S1).acquire()
+            assert not other.slot_lock(S1, (0, 2)).acquire()
+            assert other.slot_lock(S2).acquire()
+            held.release()
+            s0 = store.slot_lock(S1, (0, 2))
+            assert s0.acquire()
+            assert other.slot_lock(S1, (1, 2)).acquire()
+            assert not other.slot_lock(S1, (0, 2)).acquire()
+            assert not other.slot_lock(S1).acquire()
+            s0.release()
+        else:
+            # Runners on any number of hosts share a slot; SKIP LOCKED shares the work.
+            assert other.slot_lock(S1).acquire()
+            assert other.slot_lock(S1, (0, 2)).acquire()
+            assert store.slot_lock(S1, (0, 2)).acquire()
+            held.release()
+    finally:
+        other.close()
+
+
+def test_owner_session_makes_owner_alive_in_process(store):
+    add(store, mk(S1))
+    with store.owner_session(A):
+        claim(store, S1, owner=A, lease=timedelta(seconds=1))
+        assert [g.alive for g in store.leases(NOW + MIN)] == [True]
+    assert [g.alive for g in store.leases(NOW + MIN)] in ([False], [None])
+    assert len(claim(store, S1, owner=B, now=NOW + MIN)) == 1

@@ -1,0 +1,208 @@
+"""PostgreSQL-only behaviour: connection trouble as one-line errors, a server restart mid-claim,
+several processes sharing one slot, a runner SIGKILLed mid-slot, concurrent adders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pgserver
+import pytest
+
+from awty.config import load
+from awty.errors import InvalidInput, StoreError
+from awty.model import Job, Kind
+
+WORKER = Path(__file__).with_name("worker.py")
+SLOT = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+NOW = SLOT + timedelta(seconds=5)
+MINUTE = timedelta(minutes=1)
+JOBS = 5000
+
+
+def jobs(n: int, prefix: str = "01J") -> list[Job]:
+    return [Job(id=f"{prefix}{i:08d}", kind=Kind.HTTP, target="http://127.0.0.1:9/cb",
+                payload_json="{}", headers={}, entity_name=None, entity_key=None,
+                first_check_at=SLOT, next_check_at=SLOT) for i in range(n)]
+
+
+@pytest.fixture
+def pg(pg_database):
+    """A fresh schema in the session database, dropped after the test."""
+    from awty.store.postgres import PostgresStore
+
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    store = PostgresStore(pg_database.url, schema=schema, create=True)
+    yield store
+    store.close()
+    import psycopg
+
+    with psycopg.connect(pg_database.url, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A cluster of our own: restarting it never disturbs the shared local server."""
+    try:
+        c = pgserver.Cluster().start()
+    except pgserver.NoServer as e:
+        pytest.fail(pgserver.unavailable(str(e)), pytrace=False)
+    yield c
+    c.destroy()
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e)
+    assert text and "\n" not in text and "Traceback" not in text
+    return text
+
+
+def worker(store, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(WORKER), args[0], store.url, store.schema,
+                             *args[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finished(p: subprocess.Popen, timeout: float = 120) -> list[str]:
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, err[-2000:]
+    return out.split("\n")
+
+
+def ended_once(store, n: int) -> None:
+    """Every job of the slot ended, each exactly once."""
+    assert store.count() == 0
+    rows = store.history(limit=n + 10)
+    assert len(rows) == n and len({r.id for r in rows}) == n
+
+
+# -- connection trouble -------------------------------------------------------------------
+def test_missing_schema_says_run_init(pg_database):
+    from awty.store.postgres import PostgresStore
+
+    with pytest.raises(StoreError) as e:
+        PostgresStore(pg_database.url, schema="no_such_schema")
+    assert "awty init" in one_line(e.value)
+
+
+def test_bad_schema_name_and_url_are_bad_input(pg_database):
+    from awty.store.postgres import PostgresStore
+
+    with pytest.raises(InvalidInput):
+        PostgresStore(pg_database.url, schema='x"; DROP TABLE y; --')
+    with pytest.raises(InvalidInput):
+        PostgresStore("not a url ===")
+
+
+def test_server_down_wrong_password_restart_mid_claim(cluster):
+    import psycopg
+
+    from awty.store.postgres import PostgresStore
+
+    with psycopg.connect(cluster.url, autocommit=True) as c:
+        c.execute("CREATE ROLE pwuser LOGIN PASSWORD 'right'")
+    hba = cluster.data / "pg_hba.conf"
+    hba.write_text("local all pwuser scram-sha-256\n" + hba.read_text())
+    cluster.restart()
+    wrong = f"postgresql://pwuser:wrong@/postgres?host={cluster.socket}"
+    with pytest.raises(StoreError) as e:
+        PostgresStore(wrong)
+    assert "password" in one_line(e.value)
+
+    store = PostgresStore(cluster.url, schema="restart", create=True)
+    try:
+        store.add(jobs(300), [None] * 300)
+        with store.owner_session("host-a:1:x"):
+            got = store.claim(SLOT, now=NOW, owner="host-a:1:x", lease_until=NOW + timedelta(
+                seconds=30), limit=100)
+            assert len(got) == 100
+            cluster.restart()
+            with pytest.raises(StoreError) as e:
+                store.claim(SLOT, now=NOW, owner="host-a:1:x",
+                            lease_until=NOW + timedelta(seconds=30), limit=100)
+            one_line(e.value)
+            with pytest.raises(StoreError) as e:  # the session marking it alive is gone
+                store.start([j.id for j in got], owner="host-a:1:x", now=NOW)
+            assert "session" in one_line(e.value)
+        # Recovery: the same store reconnects; the lost claims wait for their lease.
+        later = NOW + timedelta(seconds=30)
+        lease = {"owner": "host-b:2:y", "lease_until": later + MINUTE, "limit": 1000}
+        assert len(store.claim(SLOT, now=NOW, **lease)) == 200
+        assert len(store.claim(SLOT, now=later, **lease)) == 100
+        cluster.stop()
+        try:
+            with pytest.raises(StoreError) as e:
+                PostgresStore(cluster.url, schema="restart")
+            one_line(e.value)
+            with pytest.raises(StoreError) as e:
+                store.count()
+            one_line(e.value)
+            assert not store.check().ok
+        finally:
+            cluster.start()
+        assert store.count() == 300 and store.check().ok
+    finally:
+        store.close()
+
+
+# -- several processes --------------------------------------------------------------------
+def test_four_processes_share_one_slot_each_job_once(pg):
+    pg.add(jobs(JOBS), [None] * JOBS)
+    procs = [worker(pg, "claim", f"host-{i}:{i}:n", NOW.isoformat(), "60", SLOT.isoformat())
+             for i in range(4)]
+    batches = [sum(int(line.split()[1]) for line in finished(p) if line.startswith("claimed"))
+               for p in procs]
+    assert sum(batches) == JOBS
+    assert sum(1 for b in batches if b) >= 2  # the slot's work really was shared
+    ended_once(pg, JOBS)
+
+
+def test_sigkilled_runner_leases_are_taken_over_after_expiry(pg):
+    pg.add(jobs(JOBS), [None] * JOBS)
+    victim = worker(pg, "hang", "host-v:9:v", NOW.isoformat(), "60", SLOT.isoformat())
+    assert victim.stdout.readline().strip() == "claimed 100"
+    victim.kill()
+    victim.wait(10)
+    survivors = [worker(pg, "claim", f"host-{i}:{i}:s", NOW.isoformat(), "60", SLOT.isoformat())
+                 for i in range(3)]
+    for p in survivors:
+        finished(p)
+    assert pg.count() == 100  # the dead runner's leases are still live: left alone
+    [group] = pg.leases(NOW)
+    assert (group.owner, group.jobs, group.alive) == ("host-v:9:v", 100, False)
+    after = (NOW + timedelta(seconds=60)).isoformat()
+    finished(worker(pg, "claim", "host-0:0:t", after, "60", SLOT.isoformat()))
+    ended_once(pg, JOBS)
+
+
+def test_eight_concurrent_adders(pg):
+    procs = [worker(pg, "add", f"A{i}", "1000", SLOT.isoformat()) for i in range(8)]
+    created = [sum(int(line.split()[1]) for line in finished(p) if line.startswith("added"))
+               for p in procs]
+    assert pg.count() == 8 * 1000 + 50  # each shared idempotency key made one job
+    assert sum(created) == 8 * 1000 + 50
+    keyed = [j for j in pg.list() if j.idempotency_key]
+    assert sorted(j.idempotency_key for j in keyed) == sorted(f"shared-{k}" for k in range(50))
+
+
+# -- settings -----------------------------------------------------------------------------
+def test_database_settings_from_env_and_toml(tmp_path):
+    (tmp_path / "awty.toml").write_text('database_schema = "jobs"\n')
+    s = load(tmp_path, env={"AWTY_DATABASE_URL": "postgresql://awty@db/awty"})
+    assert (s.database_url, s.database_schema) == ("postgresql://awty@db/awty", "jobs")
+    assert load(tmp_path, env={}).database_url is None
+    with pytest.raises(InvalidInput, match="database_url"):
+        load(tmp_path, env={"AWTY_DATABASE_URL": "mysql://db"})
+    with pytest.raises(InvalidInput, match="database_schema"):
+        load(tmp_path, env={"AWTY_DATABASE_SCHEMA": "a-b"})
+
+
+def test_sqlite_path_never_imports_psycopg(tmp_path):
+    # `awty add` on SQLite must stay fast: psycopg (~40 ms) loads only for a database URL.
+    code = ("import sys, awty.api, awty.cli, awty.config, awty.store.sqlite, awty.runner; "
+            "sys.exit(1 if [m for m in sys.modules if m.startswith('psycopg')] else 0)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0
