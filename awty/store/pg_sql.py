@@ -73,6 +73,9 @@ TEXTS = {
     "get_history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history WHERE id = %s ORDER BY seq",
     "executions": f"SELECT {', '.join(EXECUTION_COLUMNS)} FROM {{s}}.job_execution "
                   "WHERE job_id = %s ORDER BY seq",
+    # the newest slot in the execution log and its first start, over the newest rows only
+    "last_fired": "SELECT slot, min(at) FROM (SELECT slot, at FROM {s}.job_execution ORDER BY "
+                  "seq DESC LIMIT 10000) e GROUP BY slot ORDER BY slot DESC LIMIT 1",
     "find_pending": "SELECT id, next_check_at FROM {s}.future_job WHERE id = ANY(%s)",
     "find_history": "SELECT DISTINCT id FROM {s}.job_history WHERE id = ANY(%s)",
     "match_ids": "SELECT id FROM (SELECT id FROM {s}.future_job WHERE id LIKE %(p)s "

@@ -21,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ..config import SCHEMA_NAME
+from ..slots import parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, StoreError
 from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
@@ -329,6 +330,11 @@ class PostgresStore:
                                                  "owner_class": self._owner_class}).fetchall()
         return [LeaseGroup(owner, jobs, expired, bool(alive) if owner is not None else None)
                 for owner, jobs, expired, alive in rows]
+
+    def last_fired(self) -> tuple[datetime, datetime] | None:
+        with self._tx("cannot read executions") as cur:
+            row = cur.execute(self.sql.last_fired).fetchone()
+        return (parse_slot_id(row[0]), row[1]) if row and row[0] else None
 
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur, where: str, params: dict, now: datetime,

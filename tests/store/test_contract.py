@@ -381,6 +381,19 @@ def test_finish_end_and_reslot_with_executions(store):
     assert store.executions(b.id) == [runs[1]]
 
 
+def test_last_fired_is_the_newest_slot_and_its_first_start(store):
+    assert store.last_fired() is None
+    a, b, c = add(store, mk(S1), mk(S1), mk(S1))
+    claimed = claim(store, S1)
+    store.start([a.id, b.id, c.id], owner=A, now=T0)
+    runs = [replace(execution(a, T0 + timedelta(seconds=30)), slot="202611221000"),
+            replace(execution(b, T0 + timedelta(seconds=5)), slot="202611221000"),
+            replace(execution(c, T0 - timedelta(minutes=20)), slot="202611220945")]
+    store.finish([end(x) for x in claimed], owner=A, now=T0 + timedelta(minutes=1),
+                 executions=runs)
+    assert store.last_fired() == (T0, T0 + timedelta(seconds=5))
+
+
 def test_finish_by_non_owner_is_ignored(store):
     [j] = add(store, mk(S1))
     [c] = claim(store, S1, owner=A)
