@@ -173,11 +173,11 @@ def test_add_does_not_load_the_setup_commands(home):
     code = ("import sys, runpy\nsys.argv=['awty','add','https://e.com/','--in','2h']\n"
             "try:\n    runpy.run_module('awty', run_name='__main__')\nexcept SystemExit:\n"
             "    pass\nprint('LOADED', [m for m in ('awty.cli.setup','awty.systemd','awty.cli.tables',"
-            "'awty.notify','awty.cronhealth','awty.cli.jobs')"
+            "'awty.notify','awty.cronhealth','awty.cli.addjob')"
             " if m in sys.modules], file=sys.stderr)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "AWTY_HOME": str(home)}, timeout=60)
-    assert "LOADED ['awty.cli.jobs']" in p.stderr, p.stderr
+    assert "LOADED ['awty.cli.addjob']" in p.stderr, p.stderr
 
 
 # --- lists say when they are cut -----------------------------------------------------------

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from .argv import COMPLETE_VAR, normalise
-from .options import new_app
+
+if TYPE_CHECKING:
+    import typer
 
 # Each command and the module defining it, in the order `awty --help` lists them. `awty NAME`
 # imports only NAME's module; the whole app checks this table against the modules.
@@ -51,6 +51,11 @@ def main() -> None:
         enable_completion()
         _whole_app()(args=args, prog_name="awty", complete_var=COMPLETE_VAR)
         return
+    if args[:1] == ["add"]:
+        from .quickadd import run
+
+        if run(args[1:]):
+            return
     _app_for(args)(args=args)
 
 
@@ -58,6 +63,8 @@ def _app_for(args: list[str]) -> typer.Typer:
     """The app to run: when the first word names a plain command, a one-command app. Typer
     builds every command's parameters before dispatching (~12 ms for all of them); `awty add`
     under a crontab or a script loop should pay only for its own."""
+    from .options import new_app
+
     name = args[0] if args else ""
     module = COMMANDS.get(name)
     if module is None:
@@ -85,6 +92,7 @@ _app: list[typer.Typer] = []
 def _whole_app() -> typer.Typer:
     if not _app:
         from . import jobs, ops, runs, secret, setup
+        from .options import new_app
 
         defined = {_name(c): c for m in (jobs, runs, ops, setup, secret)
                    for c in m.commands.registered_commands}

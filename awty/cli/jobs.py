@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated, Optional
 
 import typer
@@ -12,35 +11,10 @@ import typer
 from ..errors import InvalidInput
 from ..ids import runner_label
 from . import render as r
+from .addjob import run_add
 from .options import Home, Json, Utc, new_app, open_awty, reports_errors, slot_arg
 
 commands = new_app()
-
-
-# Input read for one job (--payload @file or -, one --batch line) stops here: far above any
-# payload awty stores, and @/dev/zero or an endless pipe is refused instead of filling memory.
-MAX_INPUT = 1 << 20
-
-
-def _read_payload(payload: str | None) -> str | None:
-    if payload is None:
-        return None
-    if payload == "-":
-        data: str | bytes = sys.stdin.read(MAX_INPUT + 1)
-    elif payload.startswith("@"):
-        try:
-            with open(payload[1:], "rb") as f:
-                data = f.read(MAX_INPUT + 1)
-        except OSError as e:
-            raise InvalidInput(f"--payload {payload}: {e.strerror}") from None
-    else:
-        return payload
-    if len(data) > MAX_INPUT:
-        raise InvalidInput(f"--payload {payload}: more than {MAX_INPUT} bytes")
-    try:
-        return data.decode("utf-8") if isinstance(data, bytes) else data
-    except UnicodeDecodeError:
-        raise InvalidInput(f"--payload {payload}: not UTF-8 text") from None
 
 
 @commands.command()
@@ -93,59 +67,11 @@ def add(
 
       awty add --batch jobs.jsonl
     """
-    if batch is not None:
-        if target is not None:
-            raise InvalidInput("give TARGET or --batch, not both")
-        specs = _read_batch(batch)
-        results = open_awty(home).add_many(specs, dry_run=dry_run)
-        r.added(results, utc, as_json)
-        return
-    if target is None:
-        raise InvalidInput("missing TARGET (a URL, or a command with --exec; see --help)")
-    if exec_ and call:
-        raise InvalidInput("--exec and --call exclude each other")
-    kind = "exec" if exec_ else "python" if call else "http"
-    res = open_awty(home).add(
-        target, at=at, in_=in_, kind=kind, payload_json=_read_payload(payload), entity=entity,
-        key=key, idempotency_key=idempotency_key, headers=header or None,
-        max_checks=max_checks, horizon=horizon, timeout=timeout, max_attempts=max_attempts,
-        misfire_grace=misfire_grace, dry_run=dry_run)
-    r.added([res], utc, as_json)
-
-
-def _read_batch(source: str) -> list[dict]:
-    """JSON lines, split on "\\n" only (JSON text may hold U+2028 and friends raw), each line
-    read up to MAX_INPUT."""
-    specs = []
-    try:
-        f = sys.stdin if source == "-" else open(source, encoding="utf-8")
-        try:
-            n = 0
-            while line := f.readline(MAX_INPUT + 1):
-                n += 1
-                if len(line) > MAX_INPUT:
-                    raise InvalidInput(f"line {n}: longer than {MAX_INPUT} characters")
-                if not line.strip():
-                    continue
-                try:
-                    spec = json.loads(line)
-                except ValueError as e:
-                    raise InvalidInput(f"line {n}: not JSON ({e})") from None
-                except RecursionError:
-                    raise InvalidInput(f"line {n}: not JSON (nested too deeply)") from None
-                if not isinstance(spec, dict):
-                    raise InvalidInput(f"line {n}: not a JSON object")
-                specs.append(spec)
-        finally:
-            if f is not sys.stdin:
-                f.close()
-    except OSError as e:
-        raise InvalidInput(f"--batch {source}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"--batch {source}: not UTF-8 text") from None
-    if not specs:
-        raise InvalidInput(f"--batch {source}: no jobs in it")
-    return specs
+    run_add(target, at=at, in_=in_, exec_=exec_, call=call, payload=payload, entity=entity,
+            key=key, idempotency_key=idempotency_key, header=header, max_checks=max_checks,
+            horizon=horizon, timeout=timeout, max_attempts=max_attempts,
+            misfire_grace=misfire_grace, batch=batch, dry_run=dry_run, as_json=as_json,
+            utc=utc, home=home)
 
 
 @commands.command()
