@@ -3,7 +3,6 @@ Every way in goes through ``build``, so every guard at add time lives here, once
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Collection, Mapping
@@ -32,6 +31,8 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 def fingerprint(job: Job) -> str:
     """What makes two adds "the same job" for an idempotency key: everything but the time
     (a client retrying "in 2h" a few seconds later asks for the same job)."""
+    import hashlib  # only an idempotency key needs it; its import costs every `awty add`
+
     data = [job.kind.value, job.target, job.payload_json, sorted(job.headers.items()),
             job.entity_name, job.entity_key]
     return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()[:32]

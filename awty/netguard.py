@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
@@ -115,6 +114,8 @@ def _parse_ip(text: str) -> IPAddress | None:
     except ValueError:
         pass
     if _NUMERIC_HOST.match(text):
+        import socket  # only for these rare forms: its import costs every `awty add`
+
         try:
             return ipaddress.IPv4Address(socket.inet_aton(text.rstrip(".")))
         except OSError:

@@ -20,7 +20,6 @@ import errno
 import fcntl
 import os
 import re
-import socket
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,6 +100,8 @@ def _unlink(path: Path) -> None:
 
 
 def _holder_text() -> str:
+    import socket  # only a lock holder names itself: not on every `awty add`
+
     return f"pid {os.getpid()} on {socket.gethostname()}"
 
 
