@@ -26,11 +26,13 @@ class Reconciler:
         self.clock = clock
         self._warn = warn
 
-    def run(self, slot: datetime, summary: SlotSummary) -> None:
+    def run(self, slot: datetime, summary: SlotSummary, claimed: set[str] | None = None) -> None:
         """One reconciler per slot at a time. An unsharded runner and shard 1/n hold different
         slot locks (the hourly catch-up overlapping a sharded cron), and two importers of one
         drop-in would each give it an id of its own and fire it twice. A runner that finds the
-        slot being reconciled skips it: the other one imports."""
+        slot being reconciled skips it: the other one imports. ``claimed``: ids the calling run
+        claimed from this slot (it reconciles beside sending): rows of the slot, whatever they
+        became since."""
         from filelock import FileLock, Timeout
 
         lock = FileLock(str(self.tree.locks / f"{slot_id(slot)}.reconcile.lock"),
@@ -40,11 +42,11 @@ class Reconciler:
         except Timeout:
             return
         try:
-            self._reconcile(slot, summary)
+            self._reconcile(slot, summary, claimed or set())
         finally:
             lock.release()
 
-    def _reconcile(self, slot: datetime, summary: SlotSummary) -> None:
+    def _reconcile(self, slot: datetime, summary: SlotSummary, claimed: set[str]) -> None:
         """SQLite decides: a file with no pending row here is an orphan (removed); a file whose
         id awty has never seen is a drop-in (imported, or set aside with its reason)."""
         from . import jobspec
@@ -56,7 +58,7 @@ class Reconciler:
         entries = list(self.tree.entries(slot))
         if not entries:
             return
-        here = self.store.slot_ids(slot)
+        here = self.store.slot_ids(slot) | claimed
         strangers = [e for e in entries if e.job_id not in here]
         if not strangers:
             return

@@ -105,9 +105,6 @@ class Runner:
             return summary
         started = monotonic()
         try:
-            if opts.shard is None or opts.shard[0] == 0:
-                Reconciler(self.store, self.tree, self.s, self.clock, self._warn).run(
-                    slot, summary)
             self.on_event("slot_start", {"slot": sid, "total": len(self.store.slot_ids(slot))})
             owner = new_owner()
             try:
@@ -174,12 +171,17 @@ class Runner:
     async def _drive(self, slot: datetime, opts: RunOptions, summary: SlotSummary,
                      owner: str) -> None:
         executors: dict[Kind, Any] = {}
+        prepare = None
+        if opts.shard is None or opts.shard[0] == 0:
+            def prepare(claimed: set[str]) -> None:
+                Reconciler(self.store, self.tree, self.s, self.clock, self._warn).run(
+                    slot, summary, claimed)
         run = SlotRun(
             store=self.store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
             owner=owner, summary=summary,
             execute=lambda job, out: self._execute(job, slot, opts, executors, out),
             recorded=lambda applied: self._apply_files(applied, summary),
-            on_job=lambda job_id: self.on_event("job", {"id": job_id}))
+            on_job=lambda job_id: self.on_event("job", {"id": job_id}), prepare=prepare)
         try:
             await run.run()
         finally:

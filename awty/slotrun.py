@@ -5,6 +5,13 @@ keeps callbacks in flight: the next batch is claimed before the current one runs
 chunk is marked started before the current one is sent, and a batch's results are written while
 the next one is being sent. SQLite and the file system release the GIL, so the two overlap.
 
+The slot tree is reconciled (``prepare``: drop-ins imported, orphans removed) on the same store
+thread, queued once the first callback is answered (or ``PREPARE_AFTER`` after the first chunk
+was started): the rest is sent while it runs. It sees this run's claims as rows of the slot
+(their files are not orphans, whatever their rows became since), and the slot counts as empty
+only once a claim made after it comes back empty, so an imported drop-in still fires in this
+run.
+
 A claimed job is sent only after ``Store.start`` returned it, just before sending: a job
 cancelled or rescheduled since its claim is not returned, and never sent (lazy cancel).
 
@@ -36,6 +43,7 @@ from .store.base import Store
 Execute = Callable[[Job, list[Execution]], Awaitable[Decision]]
 FLUSH_EVERY = 0.25  # seconds: the longest a recorded-in-memory decision waits for its write
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+PREPARE_AFTER = 0.05  # seconds after the first chunk is started: reconcile at the latest then
 
 
 def lease_seconds(s: Settings) -> float:
@@ -48,7 +56,8 @@ class SlotRun:
     def __init__(self, *, store: Store, clock: Clock, settings: Settings, slot: datetime,
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
                  execute: Execute, recorded: Callable[[list[Decision]], None],
-                 on_job: Callable[[str], None] = lambda job_id: None):
+                 on_job: Callable[[str], None] = lambda job_id: None,
+                 prepare: Callable[[set[str]], None] | None = None):
         self.store = store
         self.clock = clock
         self.s = settings
@@ -59,6 +68,10 @@ class SlotRun:
         self.execute = execute
         self.recorded = recorded
         self.on_job = on_job
+        self.prepare = prepare
+        self.preparing: asyncio.Future | None = None  # submitted once, then kept
+        self.claimed: set[str] = set()  # every id this run claimed (on the store thread)
+        self.claim_after_prepare = False  # the claim in flight was queued after ``prepare``
         self.lease = lease_seconds(settings)
         self.low_water = max(settings.concurrency, settings.batch_size // 4)
         self.chunk = max(1, settings.concurrency)
@@ -79,9 +92,16 @@ class SlotRun:
     # -- on the store thread ----------------------------------------------------------------
     def _claim(self) -> list[Job]:
         now = self.clock.now()
-        return self.store.claim(self.slot, now=now, owner=self.owner,
+        jobs = self.store.claim(self.slot, now=now, owner=self.owner,
                                 lease_until=now + timedelta(seconds=self.lease),
                                 limit=self.s.batch_size, shard=self.shard)
+        if self.prepare is not None:
+            self.claimed.update(j.id for j in jobs)
+        return jobs
+
+    def _prepare(self) -> None:
+        assert self.prepare is not None
+        self.prepare(self.claimed)
 
     def _start(self, jobs: list[Job]) -> list[Job]:
         kept = set(self.store.start([j.id for j in jobs], owner=self.owner,
@@ -115,8 +135,19 @@ class SlotRun:
         self.exhausted = True
         self.error = self.error or error
 
+    def _kick_prepare(self) -> asyncio.Future | None:
+        if self.preparing is None and self.prepare is not None:
+            self.preparing = self.loop.run_in_executor(self.io, self._prepare)
+            self.preparing.add_done_callback(self._prepared)
+        return self.preparing
+
+    def _prepared(self, fut: asyncio.Future) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            self._fail(None if fut.cancelled() else fut.exception())
+
     def _kick_claim(self) -> asyncio.Future | None:
         if self.claiming is None and not self.exhausted:
+            self.claim_after_prepare = self.prepare is None or self.preparing is not None
             fut = self.loop.run_in_executor(self.io, self._claim)
             fut.add_done_callback(self._claimed)
             self.claiming = fut
@@ -131,7 +162,10 @@ class SlotRun:
             return
         jobs = fut.result()
         if not jobs:
-            self.exhausted = True
+            if self.claim_after_prepare:
+                self.exhausted = True
+            else:
+                self._kick_prepare()  # the next claim, queued after it, sees its drop-ins
         self.queue.extend(jobs)
 
     def _kick_start(self) -> asyncio.Future | None:
@@ -153,6 +187,10 @@ class SlotRun:
             self._fail(None if fut.cancelled() else fut.exception())
             return
         self.ready.extend(fut.result())
+        if self.preparing is None and self.prepare is not None:
+            # Reconcile once the first callback is back, or after PREPARE_AFTER: started
+            # at once, its Python would hold the GIL while the first requests go out.
+            self.loop.call_later(PREPARE_AFTER, self._kick_prepare)
 
     def flush(self) -> None:
         if self.decisions:
@@ -184,6 +222,8 @@ class SlotRun:
                     self._kick_start()  # the next chunk is started while this one is sent
                 decision = await self.execute(job, self.executions)
                 self.decisions.append(decision)
+                if self.preparing is None:
+                    self._kick_prepare()
                 self.on_job(job.id)
                 if len(self.decisions) >= self.s.batch_size:
                     self.flush()
@@ -224,6 +264,8 @@ class SlotRun:
             await asyncio.gather(*(self.worker() for _ in range(max(1, self.s.concurrency))))
             flusher.cancel()
             self.flush()
+            if self._kick_prepare() is not None:  # stopped or failed before it was queued
+                self.writes.append(self.preparing)
             failed = [r for r in await asyncio.gather(*self.writes, return_exceptions=True)
                       if isinstance(r, BaseException)]
             if failed:

@@ -1,0 +1,86 @@
+"""How soon `awty run-slot` (the CLI process, as cron starts it) sends its first callback,
+for a slot holding N due jobs (issue 12, item 1). Each try starts `awty run-slot`, notes the
+receiver's clock at the first request, and stops the process with SIGTERM (a graceful stop:
+the claims it did not send are given back), so one filled home serves every try, and two
+awty trees can be compared interleaved in one sitting.
+
+    python -m bench.first_callback --jobs 100000 --tries 7 [--tree A --tree B]
+
+``--tree DIR`` runs that checkout's ``awty`` (PYTHONPATH=DIR) instead of the installed one."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from .common import BASE, SECRET_TEXT, clean_env, iso
+
+
+def fill(home: Path, n: int, url: str, slot) -> None:
+    from awty.api import Awty
+    from awty.clock import FixedClock
+
+    with Awty(home, clock=FixedClock(slot - timedelta(hours=1)),
+              env={"AWTY_SIGNING_SECRET": SECRET_TEXT}) as a:
+        a.init()
+        for start in range(0, n, 50_000):
+            a.add_many([{"target": url, "at": iso(slot), "payload": {"order": i},
+                         "entity": "order", "key": str(i)}
+                        for i in range(start, min(n, start + 50_000))])
+
+
+def first_after(home: Path, slot, rx, tree: str | None) -> float:
+    env = clean_env(AWTY_NOW=iso(slot + timedelta(seconds=5)), AWTY_SIGNING_SECRET=SECRET_TEXT,
+                    AWTY_HOME=str(home))
+    if tree:
+        env["PYTHONPATH"] = tree
+    before = len(rx.requests())
+    t0 = time.time()
+    p = subprocess.Popen([sys.executable, "-m", "awty", "run-slot"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while len(rx.requests()) == before:
+            if p.poll() is not None:
+                raise RuntimeError(f"run-slot exited {p.returncode} before any callback")
+            time.sleep(0.0005)
+        first = rx.requests()[before].at
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+    return first - t0
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.first_callback")
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--tries", type=int, default=7)
+    ap.add_argument("--tree", action="append", default=[])
+    a = ap.parse_args(argv)
+    from awty.testing.receiver import Receiver
+
+    slot = BASE + timedelta(hours=4)
+    trees = a.tree or [None]
+    with Receiver() as rx, tempfile.TemporaryDirectory(prefix="awty-first-") as tmp:
+        home = Path(tmp) / "home"
+        fill(home, a.jobs, rx.url("/hook"), slot)
+        seen: dict[str | None, list[float]] = {t: [] for t in trees}
+        for _ in range(a.tries):
+            for t in trees:
+                seen[t].append(first_after(home, slot, rx, t) * 1000)
+    for t in trees:
+        v = seen[t]
+        print(f"{t or 'installed'}: {a.jobs:,} due, run-slot start -> first callback: median "
+              f"{statistics.median(v):.0f} ms (min {min(v):.0f}, max {max(v):.0f}, {len(v)} "
+              "tries)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,62 @@
+"""Issue 12, item 1: the first chunk is claimed and sent before the slot tree is reconciled,
+and the reconciliation that runs beside the sending keeps what it did before: drop-ins
+imported and fired in this run, orphans removed, this run's own files never counted as
+orphans."""
+
+import json
+
+import awty.reconcile as reconcile
+from awty.slots import slot_id
+from conftest import db_rows, tree_files
+from test_runner import fire, make
+
+
+def _watch_reconcile(monkeypatch, home):
+    """Record, when reconciling starts, how many jobs this run claimed and how many of
+    them were started (handed to the wire)."""
+    seen: list[tuple[int, int]] = []
+    real = reconcile.Reconciler._reconcile
+
+    def spy(self, slot, summary, claimed):
+        started = sum(1 for r in db_rows(home, "future_job") if r["started_at"])
+        seen.append((len(claimed), started))
+        return real(self, slot, summary, claimed)
+
+    monkeypatch.setattr(reconcile.Reconciler, "_reconcile", spy)
+    return seen
+
+
+def test_first_chunk_goes_out_before_reconciling(home, clock, rx, monkeypatch):
+    a = make(home, clock, concurrency=4, batch_size=50)
+    jobs = [a.add(rx.url(f"/j{i}"), in_="1m").job for i in range(120)]
+    slot = jobs[0].next_check_at
+    slot_dir = home / "slots" / slot_id(slot)
+    (slot_dir / "dropped.json").write_text(json.dumps({"target": rx.url("/dropped")}))
+    gone = a.add(rx.url("/gone"), in_="1m").job
+    saved = (slot_dir / f"{gone.id}.json").read_bytes()
+    a.cancel([gone.id])
+    (slot_dir / f"{gone.id}.json").write_bytes(saved)  # an orphan
+    seen = _watch_reconcile(monkeypatch, home)
+    s = fire(a, clock, slot)
+    # the first batch was claimed and its first chunk started (on the wire) before it
+    assert len(seen) == 1 and seen[0][0] >= 50 and seen[0][1] >= 4
+    assert s.imported == 1 and s.orphans_removed == 1 and s.rejected == 0
+    assert s.ran == 121 and s.outcomes == {"done": 121}
+    assert len(rx.requests("/dropped")) == 1 and rx.requests("/gone") == []
+    assert sorted(r.path for r in rx.requests() if r.path.startswith("/j")) == sorted(
+        f"/j{i}" for i in range(120))
+    assert tree_files(home) == []
+
+
+def test_a_slot_of_drop_ins_only_fires_them_in_this_run(home, clock, rx):
+    a = make(home, clock)
+    real = a.add(rx.url("/real"), in_="1m").job
+    slot = real.next_check_at
+    slot_dir = home / "slots" / slot_id(slot)
+    a.cancel([real.id])
+    slot_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(3):
+        (slot_dir / f"d{i}.json").write_text(json.dumps({"target": rx.url(f"/d{i}")}))
+    s = fire(a, clock, slot)
+    assert s.imported == 3 and s.outcomes == {"done": 3}
+    assert all(len(rx.requests(f"/d{i}")) == 1 for i in range(3))
