@@ -105,7 +105,7 @@ class Runner:
             return summary
         started = monotonic()
         try:
-            self.on_event("slot_start", {"slot": sid, "total": len(self.store.slot_ids(slot))})
+            self.on_event("slot_start", {"slot": sid, "total": self.store.count(slot=slot)})
             owner = new_owner()
             try:
                 with self.store.owner_session(owner):

@@ -21,6 +21,7 @@ from awty.cli import app
 from awty.clock import FixedClock
 from awty.doctor import Finding, Report, check_cron, diagnose, diagnose_home
 from awty.slots import iso, slot_id
+from awty.store.migrations import SCHEMA_VERSION
 
 URL = "https://example.com/hook"
 
@@ -105,7 +106,7 @@ def test_clean_home_every_check_ok(a):
                  "envelopes", "orphans", "wrong slot", "temp files", "drop-ins",
                  "retired slots", "catch-up", "cron"):
         assert name in checks
-    assert report.get("schema").detail == "version 3"
+    assert report.get("schema").detail == f"version {SCHEMA_VERSION}"
     assert "PRAGMA integrity_check: ok" in report.get("integrity").detail
     assert report.to_dict()["ok"] is True
 
@@ -365,8 +366,29 @@ def test_old_schema_reported_read_only_then_migrated(home, clock):
         assert db_rows(home, "future_job") and _user_version(home) == 1
     with Awty(home, clock=clock, env={}) as a:
         assert doctor(a, repair=True).get("schema").repaired is True
-        assert _user_version(home) == 3
+        assert _user_version(home) == SCHEMA_VERSION
         assert_clean(doctor(a))
+
+
+def test_a_version_3_database_gains_the_in_flight_index(home, clock):
+    with Awty(home, clock=clock, env={}) as a:
+        a.add(URL, in_="1h")
+    conn = sqlite3.connect(home / "awty.db")
+    conn.execute("DROP INDEX future_job_in_flight")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0004_in_flight_index'")
+    conn.commit()
+    conn.close()
+    _set_user_version(home / "awty.db", 3)
+    with Awty(home, clock=clock, env={}) as a:
+        assert doctor(a, repair=True).get("schema").repaired is True
+        assert len(list(a.list())) == 1
+    conn = sqlite3.connect(home / "awty.db")
+    try:
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = "
+                            "'future_job_in_flight'").fetchone()
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        conn.close()
 
 
 def _user_version(home: Path) -> int:

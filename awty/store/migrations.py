@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _m001_initial(db) -> None:
@@ -102,7 +102,15 @@ def _m003_started_env(db) -> None:
     db.execute("ALTER TABLE future_job ADD COLUMN env TEXT")
 
 
-MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env]
+def _m004_in_flight_index(db) -> None:
+    # Every claim asks which owners hold expired leases in its slot (status = 'in_flight'):
+    # through the slot index that read every row of the slot, ~45 ms per claim at 100,000 due
+    # and so quadratic in the slot's size. Only claimed rows are in this one.
+    db.execute("CREATE INDEX future_job_in_flight ON future_job "
+               "(next_check_at, lease_owner, lease_until) WHERE status = 'in_flight'")
+
+
+MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
