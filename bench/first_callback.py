@@ -36,6 +36,18 @@ def fill(home: Path, n: int, url: str, slot) -> None:
                         for i in range(start, min(n, start + 50_000))])
 
 
+def fill_with(tree: str | None, home: Path, n: int, url: str, slot) -> None:
+    """Fill ``home`` with that tree's awty (its schema), in a process of its own."""
+    env = clean_env()
+    here = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = f"{tree}:{here}" if tree else here
+    code = ("import sys; from datetime import datetime; from bench.first_callback import fill; "
+            "fill(__import__('pathlib').Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], "
+            "datetime.fromisoformat(sys.argv[4]))")
+    subprocess.run([sys.executable, "-c", code, str(home), str(n), url, slot.isoformat()],
+                   env=env, cwd=home.parent, check=True)
+
+
 def first_after(home: Path, slot, rx, tree: str | None) -> float:
     env = clean_env(AWTY_NOW=iso(slot + timedelta(seconds=5)), AWTY_SIGNING_SECRET=SECRET_TEXT,
                     AWTY_HOME=str(home))
@@ -43,7 +55,8 @@ def first_after(home: Path, slot, rx, tree: str | None) -> float:
         env["PYTHONPATH"] = tree
     before = len(rx.requests())
     t0 = time.time()
-    p = subprocess.Popen([sys.executable, "-m", "awty", "run-slot"], env=env,
+    # cwd: not a checkout, so that `-m awty` takes PYTHONPATH's awty
+    p = subprocess.Popen([sys.executable, "-m", "awty", "run-slot"], env=env, cwd=home.parent,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while len(rx.requests()) == before:
@@ -68,12 +81,13 @@ def main(argv: list[str]) -> int:
     slot = BASE + timedelta(hours=4)
     trees = a.tree or [None]
     with Receiver() as rx, tempfile.TemporaryDirectory(prefix="awty-first-") as tmp:
-        home = Path(tmp) / "home"
-        fill(home, a.jobs, rx.url("/hook"), slot)
+        homes = {t: Path(tmp) / f"home{i}" for i, t in enumerate(trees)}
+        for t, home in homes.items():
+            fill_with(t, home, a.jobs, rx.url("/hook"), slot)
         seen: dict[str | None, list[float]] = {t: [] for t in trees}
         for _ in range(a.tries):
             for t in trees:
-                seen[t].append(first_after(home, slot, rx, t) * 1000)
+                seen[t].append(first_after(homes[t], slot, rx, t) * 1000)
     for t in trees:
         v = seen[t]
         print(f"{t or 'installed'}: {a.jobs:,} due, run-slot start -> first callback: median "
