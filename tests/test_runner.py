@@ -308,20 +308,24 @@ def awty_proc(home, *args, now):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx):
+def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx,
+                                                                 monkeypatch):
     """A slot whose rows are all gone leaves the tree in one rename and is deleted in the
-    background; a file dropped in while it ran is put back for the slot's next run."""
+    background; a file dropped in while it ran, once the slot was reconciled (which runs
+    beside the sending), is put back for the slot's next run."""
+    import awty.reconcile as reconcile
     from awty.slotdir import wait_purged
 
     late = json.dumps({"target": rx.url("/late")})
-    dropped: list[str] = []
+    reconciled = reconcile.Reconciler._reconcile
 
-    def drop_late(kind, data):
-        if kind == "job" and not dropped:
+    def then_drop_late(self, *args):
+        reconciled(self, *args)
+        if not (slot_dir / "late.json").exists() and not rx.requests("/late"):
             (slot_dir / "late.json").write_text(late)
-            dropped.append(data["id"])
 
-    a = make(home, clock, on_event=drop_late, batch_size=10)
+    monkeypatch.setattr(reconcile.Reconciler, "_reconcile", then_drop_late)
+    a = make(home, clock, batch_size=10)
     jobs = [a.add(rx.url(f"/j{i}"), in_="1m").job for i in range(30)]
     slot_dir = home / "slots" / slot_id(jobs[0].next_check_at)
     s = fire(a, clock, jobs[0].next_check_at + timedelta(seconds=1))
@@ -329,6 +333,7 @@ def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx
     assert tree_files(home) == [f"{slot_id(jobs[0].next_check_at)}/late.json"]
     wait_purged(timeout=30)
     assert list((home / ".retired").iterdir()) == []
+    monkeypatch.setattr(reconcile.Reconciler, "_reconcile", reconciled)
     again = a.run_slot(jobs[0].next_check_at)  # the late file is imported and fired
     assert again.imported == 1 and again.outcomes == {"done": 1}
     assert len(rx.requests("/late")) == 1 and tree_files(home) == []
