@@ -269,12 +269,18 @@ class SlotTree:
             return 0
         strangers = [n for n in os.listdir(dest)
                      if not (n.endswith(".json") and n[:-5] in done)]
+        moved = 0
         if strangers:
             back = self._ensure(sid)
             for name in strangers:
-                os.rename(dest / name, back / name)
+                try:
+                    os.rename(dest / name, back / name)
+                    moved += 1
+                except FileNotFoundError:
+                    # another shard's runner removed its own finished envelope meanwhile
+                    continue
         os.rename(dest, dest.with_name(dest.name + ".purge"))
-        return len(strangers)
+        return moved
 
     def purge_retired(self) -> None:
         """Delete the retired slot directories without waiting for it: a detached ``rm -rf``
