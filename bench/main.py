@@ -95,6 +95,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--section-timeout", type=float, default=None,
                    help="seconds a section may take before it is abandoned as hung "
                         "(default: full 3600, quick 90)")
+    peers = p.add_argument_group(
+        "peers", "awty beside APScheduler, Huey, a naive cron + SQL runner and at (each "
+        "installed from PyPI into its own venv under the work directory)")
+    peers.add_argument("--peers", action="store_true",
+                       help="measure the peers instead of the SPEC 11 figures; writes the "
+                            "'awty beside the alternatives' section of the report")
+    peers.add_argument("--peers-jobs", type=int, default=None,
+                       help="jobs due at once (full 10,000, quick 300)")
+    peers.add_argument("--peers-rounds", type=int, default=None,
+                       help="interleaved rounds (full 3, quick 1)")
+    peers.add_argument("--peers-timeout", type=float, default=None,
+                       help="seconds each step of a peer run may take (full 600, quick 120)")
+    peers.add_argument("--peers-only", default="awty,naive,apscheduler,huey,at",
+                       help="comma-separated peers: awty,naive,apscheduler,huey,at")
     p.add_argument("--profile", default=None, metavar="DIR",
                    help="also profile one extra library run of add_many, run_slot, catchup "
                         "and the one big slot into DIR (py-spy when installed, else cProfile; "
@@ -112,6 +126,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for name, v in base.items():
         if getattr(a, name, None) is None:
             setattr(a, name, v)
+    a.peers_jobs = a.peers_jobs or (300 if a.quick else 10_000)
+    a.peers_rounds = a.peers_rounds or (1 if a.quick else 3)
+    a.peers_timeout = a.peers_timeout or (120 if a.quick else 600)
+    a.peers_only = [s.strip() for s in a.peers_only.split(",") if s.strip()]
     if a.section_timeout is None:
         a.section_timeout = 90 if a.quick else 3600
     a.only = [s.strip() for s in a.only.split(",") if s.strip()]
@@ -137,6 +155,8 @@ def main(argv: list[str]) -> int:
     workdir = base / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     workdir.mkdir()
     PYCACHE[:] = [workdir / "pycache"]
+    if a.peers:
+        return _peers(a, argv, base, workdir)
     WORKDIR_FOR_QUIET[:] = [str(workdir)]
     rx: Receiver | None = None
     failed = False
@@ -237,6 +257,31 @@ def main(argv: list[str]) -> int:
     write_markdown(rep, a.output, title)
     print(f"bench: wrote {a.output}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _peers(a: argparse.Namespace, argv: list[str], base: Path, workdir: Path) -> int:
+    """``--peers``: the peers' table instead of the SPEC 11 figures."""
+    import subprocess
+
+    from .peers import run_peers
+    from .peers import table
+
+    atexit.register(stop_children)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        pass_ms = (time.perf_counter() - t0) * 1000
+        figs, rx, took = run_peers(a, workdir, base / "peers-venv")
+        rx.stop()
+    finally:
+        stop_children()
+        if not a.keep:
+            remove_workdir(workdir, base)
+    table.print_table(figs, a.peers_jobs)
+    table.write(a.output, table.markdown(figs, a, rx.name, took, pass_ms))
+    print(f"bench: wrote the peers' section of {a.output}", file=sys.stderr)
+    return 1 if any(f.failures for f in figs) else 0
 
 
 _SKIPPED_LABELS = {
