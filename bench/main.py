@@ -30,7 +30,7 @@ from .disk import (
 from .machine import Load, machine_facts, source_hash
 from .receivers import Receiver, start_receiver
 from .report import Report, print_table, write_markdown
-from .sections import batch, catchup, ceiling, cli, flat, rss, slot
+from .sections import batch, catchup, ceiling, cli, clislot, flat, rss, slot
 
 
 class SectionTimeout(KeyboardInterrupt):
@@ -63,13 +63,15 @@ def _alarm(seconds: float | None) -> None:
         signal.setitimer(signal.ITIMER_REAL, seconds, 0.02)
 
 
-QUICK = dict(cli_calls=5, batch_jobs=5_000, slot_jobs=2_000, requests_jobs=300, flat_due=200,
+QUICK = dict(cli_small=1_000, cli_big=5_000, cli_calls=5, batch_jobs=5_000, slot_jobs=2_000,
+             requests_jobs=300, flat_due=200,
              flat_pending=20_000, flat_runs=1, catchup_slots=8, catchup_per_slot=200,
              rss_jobs=5_000, runs=1)
-FULL = dict(cli_calls=30, batch_jobs=100_000, slot_jobs=10_000, requests_jobs=10_000,
+FULL = dict(cli_small=10_000, cli_big=100_000, cli_calls=30, batch_jobs=100_000,
+            slot_jobs=10_000, requests_jobs=10_000,
             flat_due=1_000, flat_pending=1_000_000, flat_runs=7, catchup_slots=96,
             catchup_per_slot=1_000, rss_jobs=100_000, runs=3)
-SECTIONS = ("cli", "batch", "slot", "flat", "catchup", "rss")
+SECTIONS = ("cli", "batch", "slot", "clislot", "flat", "catchup", "rss")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -159,6 +161,7 @@ def main(argv: list[str]) -> int:
         return _peers(a, argv, base, workdir)
     WORKDIR_FOR_QUIET[:] = [str(workdir)]
     rx: Receiver | None = None
+    b: Bench | None = None
     failed = False
     atexit.register(stop_children)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -176,7 +179,12 @@ def main(argv: list[str]) -> int:
             ("batch", partial(batch.run, b), ("add_many", "add_batch")),
             ("slot", partial(slot.run, b), ("slot", "bare", "requests", "slot_purge",
                                             "slot_raised", "ratio_bare", "ratio_requests")),
-            ("flat", partial(flat.run, b), ("flat0", "flat1", "flat_ratio")),
+            ("clislot", partial(clislot.run, b), (
+                f"cli_first_{a.cli_small}", f"cli_last_{a.cli_small}", f"cli_first_{a.cli_big}",
+                f"cli_last_{a.cli_big}", "cli_rate", "cli_bare", "cli_bare_stamps",
+                "cli_ratio")),
+            ("flat", partial(flat.run, b), ("flat0", "flat1", "flat_ratio", "flat_last0",
+                                            "flat_last1", "flat_last_ratio")),
             ("catchup", partial(catchup.run, b), ("catchup", "oneslot", "catchup_ratio")),
             ("rss", partial(rss.run, b), ("rss", "rss_rate")),
         ]
@@ -232,6 +240,8 @@ def main(argv: list[str]) -> int:
                 f"{'; other engineers share this machine' if other > 0.1 else ''}); load "
                 f"average {load.load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end.")
     finally:
+        if b is not None:
+            b.stop()
         if rx is not None:
             rx.stop()
         stop_children()
@@ -269,17 +279,24 @@ def _peers(a: argparse.Namespace, argv: list[str], base: Path, workdir: Path) ->
     atexit.register(stop_children)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        pass_ms = (time.perf_counter() - t0) * 1000
+        walls = []
+        for _ in range(6):  # the first warms the cache
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            walls.append((time.perf_counter() - t0) * 1000)
+        pass_ms = sorted(walls[1:])[2]
+        load = Load()
         figs, rx, took = run_peers(a, workdir, base / "peers-venv")
+        busy = (f"besides the bench and its processes the machine was busy "
+                f"{load.other_cores(rx.pids()):.2f} cores on average (load average "
+                f"{load.load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)")
         rx.stop()
     finally:
         stop_children()
         if not a.keep:
             remove_workdir(workdir, base)
     table.print_table(figs, a.peers_jobs)
-    table.write(a.output, table.markdown(figs, a, rx.name, took, pass_ms))
+    table.write(a.output, table.markdown(figs, a, rx.name, took, pass_ms, busy))
     print(f"bench: wrote the peers' section of {a.output}", file=sys.stderr)
     return 1 if any(f.failures for f in figs) else 0
 
@@ -296,4 +313,9 @@ _SKIPPED_LABELS = {
     "flat1": "flatness: with pending", "flat_ratio": "flatness ratio (pending / none)",
     "catchup": "catch-up", "oneslot": "one slot", "catchup_ratio": "catch-up ratio",
     "rss": "run-slot (CLI) peak RSS", "rss_rate": "run-slot (CLI) throughput",
+    "cli_rate": "run-slot (CLI) end to end", "cli_bare": "bare asyncio+httptools, same run",
+    "cli_bare_stamps": "bare asyncio+httptools, same run (timing receiver)",
+    "cli_ratio": "run-slot (CLI) / bare", "flat_last0": "flatness due → last: 0 pending",
+    "flat_last1": "flatness due → last: with pending",
+    "flat_last_ratio": "flatness ratio, due → last callback",
 }

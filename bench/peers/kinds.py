@@ -220,10 +220,10 @@ class Huey(Peer):
     name = "Huey"
     script = "huey_add.py"
     requirements = ("huey>=2.5", "requests>=2.31")
-    how = ("bench/peers/drivers/hueyapp.py and huey_add.py: SqliteHuey (WAL, its default), tasks scheduled "
-           "with `task.schedule(eta=…)` by a process of their own, consumed by "
-           "`huey_consumer hueyapp.huey -k thread -w 20` (thread workers, as its docs "
-           "recommend for I/O-bound tasks; polling and scheduler interval at their defaults: "
+    how = ("bench/peers/drivers/hueyapp.py and huey_add.py: SqliteHuey (WAL, its default), "
+           "tasks scheduled with `task.schedule(eta=…)` by a process of their own, consumed by "
+           "`huey_consumer hueyapp.huey -k thread -w 20` (thread workers, one of the two "
+           "worker types its docs suggest for I/O-bound tasks; polling and scheduler interval at their defaults: "
            "workers poll from 0.1 s backing off ×1.15 to 10 s, the schedule is read every "
            "second); each task posts with requests; signed.")
 

@@ -107,6 +107,22 @@ def _due_for(peer: Peer, est: float) -> float:
     return due
 
 
+def _pilot_estimate(f: Figures, workdir: Path, rx: StampReceiver, n: int, timeout: float
+                    ) -> float:
+    """Seconds a peer will take to schedule ``n`` jobs, from a small untimed pilot (due in an
+    hour, then dropped) less its start-up (one call's time): how far ahead its first run's
+    jobs must be due."""
+    k = min(n, 300)
+    r = Run(_fresh(workdir, f, "pilot"), k, rx.url(), due=time.time() + 3600)
+    try:
+        wall = f.peer.schedule(r, timeout)
+    finally:
+        f.peer.cleanup(r)
+        shutil.rmtree(r.d, ignore_errors=True)
+    start = statistics.median(f.one_ms) / 1000 if f.one_ms else 0.0
+    return start + max(wall - start, 0.05 * wall) / k * n
+
+
 def _fire(f: Figures, rx: StampReceiver, workdir: Path, n: int, rnd: int,
           timeout: float) -> None:
     peer = f.peer
@@ -115,9 +131,9 @@ def _fire(f: Figures, rx: StampReceiver, workdir: Path, n: int, rnd: int,
     try:
         if peer.kind == "daemon":
             # scheduling time, with room: the last measured one, else a generous guess
-            est = (n / statistics.median(f.scheduled) * 1.3 + 4) if f.scheduled else \
-                max(20.0, n * 0.006)
-            r.due = _due_for(peer, est)
+            est = n / statistics.median(f.scheduled) if f.scheduled else \
+                _pilot_estimate(f, workdir, rx, n, timeout)
+            r.due = _due_for(peer, est * 1.5 + 5)
         else:
             r.due = time.time()  # due when cron starts the runner, right after scheduling
         log(f"{what}: scheduling {fmt_n(n)} jobs")

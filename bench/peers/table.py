@@ -59,8 +59,8 @@ def _finished(f: Figures) -> str:
     return f"{done} of {tried}" + (f" ({f.failures[0]})" if f.failures else "")
 
 
-def markdown(figs: list[Figures], a, receiver: str, took: float, python_pass_ms: float | None
-             ) -> str:
+def markdown(figs: list[Figures], a, receiver: str, took: float, python_pass_ms: float | None,
+             busy: str = "") -> str:
     head, body = rows(figs, a.peers_jobs)
     lines = [START, "## awty beside the alternatives", "",
              f"Written by `scripts/bench --peers` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC "
@@ -68,7 +68,8 @@ def markdown(figs: list[Figures], a, receiver: str, took: float, python_pass_ms:
              f"limit per step; took {took:.0f} s). The same workload for each: "
              f"{fmt_n(a.peers_jobs)} jobs all due at once, one POST each to one receiver "
              f"on 127.0.0.1 ({receiver}), which stamps every POST with its own clock. "
-             "Median of the finished runs (min–max).", "",
+             "Median of the finished runs (min–max)."
+             + (f" Other load: {busy}." if busy else ""), "",
              "| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
     lines += ["", "How each was measured:", "",
