@@ -131,7 +131,8 @@ class Store(Protocol):
 
     def leases(self, now: datetime) -> list[LeaseGroup]:
         """Jobs in flight grouped by owner, with how many leases expired and whether the
-        owner is alive (False for an owner that never opened a session)."""
+        owner is alive (None where the store cannot tell: SQLite, an owner that never
+        opened a session; PostgreSQL answers False, no session lock being held)."""
 
     def last_fired(self) -> tuple[datetime, datetime] | None:
         """The newest slot in the execution log and when its first execution started (what
