@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from .clock import SystemClock
 from .errors import AwtyError, InvalidInput
 from .slots import check_resolution
 
@@ -44,7 +45,7 @@ def default_bin() -> str:
 def local_offset_minutes(at: datetime | None = None) -> int:
     """This machine's UTC offset in minutes (what cron reads its minute fields in)."""
     # The machine's real zone offset, not awty's clock: cron reads its fields in wall time.
-    off = (at or datetime.now()).astimezone().utcoffset()
+    off = (at or SystemClock().now()).astimezone().utcoffset()
     return int(off.total_seconds() // 60) if off else 0
 
 

@@ -276,7 +276,7 @@ class Runner:
         trouble: list[OSError] = []
         if not left and done:
             try:
-                kept = self.tree.retire(slot, set(done))
+                kept = self.tree.retire(slot, set(done), self._ended)
             except OSError as e:
                 trouble.append(e)
             else:
@@ -291,6 +291,10 @@ class Runner:
                     trouble += errors
         self._warn_tree(trouble, summary)
         self.tree.remove_slot_if_empty(slot)
+
+    def _ended(self, ids: list[str]) -> set[str]:
+        """Which of these ids have ended (known only to history)."""
+        return {i for i, pending in self.store.find(ids).items() if pending is None}
 
     def _warn_tree(self, trouble: list[OSError], summary: SlotSummary) -> None:
         if trouble:

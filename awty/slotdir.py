@@ -10,7 +10,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -251,10 +251,12 @@ class SlotTree:
             os.close(fd)
         return errors
 
-    def retire(self, slot: datetime, done: set[str]) -> int:
+    def retire(self, slot: datetime, done: set[str],
+               ended: Callable[[list[str]], set[str]] | None = None) -> int:
         """Take a finished slot's directory out of the tree in one rename, for
-        ``purge_retired`` to delete. ``done`` are the ids whose envelopes may go with it; any
-        other file (dropped in while the slot ran) is moved back into a new slot directory.
+        ``purge_retired`` to delete. ``done`` are the ids whose envelopes may go with it, and
+        those ``ended`` says have ended (other shards' work); any other file (dropped in while
+        the slot ran) is moved back into a new slot directory.
         Returns how many were moved back. Raises OSError when the directory cannot be moved
         (nothing changed then)."""
         sid = slot_id(slot)
@@ -269,6 +271,11 @@ class SlotTree:
             return 0
         strangers = [n for n in os.listdir(dest)
                      if not (n.endswith(".json") and n[:-5] in done)]
+        if strangers and ended is not None:
+            # Another shard's finished envelopes (its own run removes them a moment later)
+            # go with the slot: moved back, they would outlive that removal as orphans.
+            gone = ended([n[:-5] for n in strangers if n.endswith(".json")])
+            strangers = [n for n in strangers if not (n.endswith(".json") and n[:-5] in gone)]
         moved = 0
         if strangers:
             back = self._ensure(sid)
