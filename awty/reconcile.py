@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from .clock import Clock
 from .config import Settings
@@ -61,7 +62,7 @@ class Reconciler:
         if not strangers:
             return
         known = self.store.find(e.job_id for e in strangers if e.job_id)
-        drop_ins: list[tuple[Job, str, Entry]] = []
+        drop_ins: list[tuple[Job, str | None, Entry]] = []
         for e in strangers:
             if e.job_id and e.job_id in known:
                 self.tree.remove_entry(e)
@@ -121,7 +122,7 @@ class Reconciler:
         self._warn(f"slot {slot_id(slot)}: set aside {entry.name}: {reason}")
 
 
-def _spec_from_envelope(data: dict, name_id: str | None) -> dict:
+def _spec_from_envelope(data: dict[str, Any], name_id: str | None) -> dict[str, Any]:
     """A dropped-in envelope uses the names of a batch line (plus ``id``); the slot it sits in
     is its due time. Fields the runner writes itself (v, next_check_at…) are ignored."""
     spec = {k: v for k, v in data.items()
