@@ -18,6 +18,7 @@ from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
     CancelResult, Execution, HistoryRow, Job, MisfirePolicy, SlotSummary, StoreStats,
 )
+from .safeio import write_new
 from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for
 from .store.base import Store
@@ -117,7 +118,7 @@ class Awty:
             made.append(str(self.db_path))
         _ = self.store
         cfg = self.home / config_mod.CONFIG_NAME
-        if config_mod.write_template(cfg):
+        if write_new(cfg, config_mod.TEMPLATE.encode()):  # never over a file or a planted link
             made.append(str(cfg))
         (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
         return made
