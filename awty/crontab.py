@@ -19,12 +19,13 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from .clock import SystemClock
 from .errors import AwtyError, InvalidInput
 from .slots import check_resolution
 
-Run = Callable[..., subprocess.CompletedProcess]
+Run = Callable[..., subprocess.CompletedProcess[Any]]
 _NO_CRON = ("no `crontab` command: install cron (e.g. the cron or cronie package), or use the "
             "systemd user timers: `awty systemd --install`")
 
@@ -66,7 +67,8 @@ def catchup_minute(resolution: int, utc_offset_minutes: int = 0) -> int:
     """An hourly minute that is not a boundary (for resolutions > 1), so the safety net does not
     contend with ``run-slot`` for the slot lock."""
     taken = set(boundary_minutes(resolution, utc_offset_minutes)) if resolution > 1 else set()
-    return next(m for m in [*range(7, 60), *range(7)] if m not in taken)
+    minute: int = next(m for m in [*range(7, 60), *range(7)] if m not in taken)
+    return minute
 
 
 def marker(home: Path) -> str:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
 from .config import Settings
@@ -43,6 +43,9 @@ from .slotdir import SlotTree
 from .slotrun import SlotRun
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
+
+if TYPE_CHECKING:
+    from .executors.base import Executor
 
 OnEvent = Callable[[str, dict[str, Any]], None]
 
@@ -216,7 +219,8 @@ class Runner:
             job = replace(job, attempt=job.attempt + 1)
         return decide(job, result, self.clock.now(), s, lateness)
 
-    def _executor(self, kind: Kind, executors: dict[Kind, Any]):
+    def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
+        ex: Executor
         if kind is Kind.HTTP:
             from .executors.http import HttpExecutor
 

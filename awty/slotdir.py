@@ -14,12 +14,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .clock import file_time_now
 from .ids import is_id
 from .model import Job
 from .safeio import private_dir_fd, replace_in
 from .slots import iso, parse_slot_id, slot_id
+
+if TYPE_CHECKING:
+    import subprocess  # imported where used: a purge is rare
 
 ENVELOPE_VERSION = 1
 _PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
@@ -93,7 +97,8 @@ def _read_note(path: Path) -> str | None:
         os.close(fd)
 
 
-_PURGES: list = []  # the detached removals this process started (reaped as they end)
+# the detached removals this process started (reaped as they end)
+_PURGES: list[subprocess.Popen[bytes]] = []
 
 
 def _reap() -> None:
@@ -367,7 +372,7 @@ class SlotTree:
             job_id = name[:-5] if name.endswith(".json") and is_id(name[:-5]) else None
             yield Entry(name, path / name, job_id)
 
-    def read(self, entry: Entry) -> dict:
+    def read(self, entry: Entry) -> dict[str, Any]:
         """Parse an envelope without following symlinks; raises ValueError with the reason."""
         try:
             fd = os.open(entry.path, _OPEN_NOFOLLOW)
