@@ -37,7 +37,8 @@ HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callb
         "Quick tour:\n\n"
         "  awty add https://example.com/hook --in 2h --payload '{\"order\": 42}'\n\n"
         "  awty list\n\n  awty crontab --install\n\n  awty history\n\n"
-        "--home DIR, --json and --utc go before or after the command. "
+        "--home DIR, --database-url URL (PostgreSQL: several hosts), --json and --utc go "
+        "before or after the command. "
         "`awty help CMD` (or `awty CMD --help`) shows a command's help; `awty --version`.")
 
 

@@ -22,13 +22,16 @@ commands = new_app()
 def init(home: Home = None) -> None:
     """Create awty's home (0700), database (0600), slot tree and a commented awty.toml.
 
-    Other commands create home on first use; init is for seeing where things live.
+    Other commands create home on first use; init is for seeing where things live. With a
+    PostgreSQL database URL, init creates (or migrates) the schema: run it once, from any host.
     """
     a = open_awty(home)
     made = a.init()
     for path in made:
         r.out(f"created {path}")
     r.out(f"awty home is {a.home}" + ("" if made else " (already set up)"))
+    if a.on_postgres:
+        r.out(f"jobs are in {a.where}")
     r.out("next: `awty crontab --install` so that cron runs the slots")
 
 
