@@ -77,3 +77,16 @@ def test_envelope_files_left_in_a_tree_are_a_warning(pga):
     (pga.home / "slots" / "202611221015" / "x.json").write_text("{}")
     f = doctor(pga).get("drop-ins")
     assert f.ok and f.warning and "1 envelope file" in f.detail
+
+
+def test_the_command_line_doctor_reads_the_database_url(home, backend, monkeypatch):
+    from typer.testing import CliRunner
+
+    from awty.cli import app
+
+    res = CliRunner().invoke(app, ["doctor", "--json", "--home", str(home), *backend.args])
+    import json
+
+    checks = {f["check"]: f for f in json.loads(res.stdout)["findings"]}
+    assert checks["server"]["ok"] and checks["schema"]["ok"], res.stdout
+    assert "database" not in checks and "drop-ins" in checks

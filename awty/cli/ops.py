@@ -12,7 +12,9 @@ import typer
 from .._version import __version__
 from ..errors import InvalidInput
 from . import render as r
-from .options import Home, Json, Utc, new_app, open_awty, positive_duration, reports_errors
+from .options import (
+    Home, Json, Utc, command_env, new_app, open_awty, positive_duration, reports_errors,
+)
 
 commands = new_app()
 
@@ -68,7 +70,7 @@ def doctor(
     """
     from ..doctor import diagnose_home
 
-    report = diagnose_home(home, repair=repair)
+    report = diagnose_home(home, repair=repair, env=command_env())
     if as_json:
         r.emit_json(report.to_dict())
     else:

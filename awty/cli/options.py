@@ -116,6 +116,17 @@ def open_awty(home: Path | None, **kw: Any):
     return a
 
 
+def command_env() -> dict[str, str]:
+    """The environment as this command line sets it: ``--database-url`` is the
+    AWTY_DATABASE_URL setting for this run (for code that builds its own ``Awty``)."""
+    import os
+
+    env = dict(os.environ)
+    if _given["database_url"] is not None:
+        env["AWTY_DATABASE_URL"] = _given["database_url"]
+    return env
+
+
 def slot_arg(text: str | None):
     """A ``YYYYMMDDHHMM`` slot id from the command line -> its datetime (None stays None)."""
     if text is None:
