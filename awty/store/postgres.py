@@ -27,7 +27,7 @@ from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
     Outcome, Reslot, Status, StoreHealth, StoreStats,
 )
-from . import pg_migrations
+from . import pg_migrations, pg_portable
 from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
 from .pg_rows import (
@@ -533,3 +533,35 @@ class PostgresStore:
         with self._tx("cannot release stale leases") as cur:
             return cur.execute(self.sql.release_stale, {
                 "owner": owner, "now": sec(now), "owner_class": self._owner_class}).rowcount
+
+    # -- moving a home (export / import: pg_portable) -------------------------------------
+    def export_pending(self) -> Iterator[tuple[Job, str | None]]:
+        for r in self._rows_streamed(pg_portable.selects(self.schema)[0], "cannot export"):
+            yield row_to_job(r), r[-1]
+
+    def export_history(self) -> Iterator[dict]:
+        for r in self._rows_streamed(pg_portable.selects(self.schema)[1], "cannot export"):
+            yield pg_portable.history_record(r)
+
+    def import_history(self, rows: Iterable[dict]) -> int:
+        counted = [0]
+
+        def values():
+            for v in pg_portable.history_values(rows):
+                counted[0] += 1
+                yield v
+        with self._tx("cannot import history") as cur:
+            self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
+        return counted[0]
+
+    def _rows_streamed(self, sql: str, what: str) -> Iterator[tuple]:
+        if self._pool is None:
+            raise StoreError("the store is closed")
+        try:
+            with self._pool.connection() as conn, conn.transaction(), \
+                    conn.cursor(name="awty_export") as cur:
+                cur.itersize = 2000
+                cur.execute(sql)
+                yield from cur
+        except psycopg.Error as e:
+            raise self._error(e, what) from None
