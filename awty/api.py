@@ -319,6 +319,21 @@ class Awty:
         except (ValueError, OverflowError) as e:
             raise InvalidInput(str(e)) from None
 
+    # -- moving a home ----------------------------------------------------------------------
+    def export(self, out):
+        """Write pending jobs and history as JSON lines to ``out`` (``transfer``); returns the
+        counts written."""
+        from .transfer import export
+
+        return export(self, out)
+
+    def import_export(self, lines):
+        """Load what ``export`` wrote (from either store) into this home's empty store;
+        returns the counts, checked against the export's own."""
+        from .transfer import load
+
+        return load(self, lines)
+
     # -- running --------------------------------------------------------------------------
     def runner(self):
         from .runner import Runner
