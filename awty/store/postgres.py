@@ -504,7 +504,9 @@ class PostgresStore:
                 cur.execute(self.sql.reslot, (
                     now, [d.job.id for d in reslots], [sec(d.next_check_at) for d in reslots],
                     [d.check_count for d in reslots], [d.attempt for d in reslots],
-                    [d.error[:ERROR_CHARS] if d.error else None for d in reslots], owner))
+                    # the decision's error, else the result's (as SQLite keeps it)
+                    [(d.error or (d.result.error if d.result else None) or "")[:ERROR_CHARS]
+                     or None for d in reslots], owner))
                 applied.update(r[0] for r in cur.fetchall())
             if ends:
                 owned = dict(cur.execute(self.sql.end_owned,

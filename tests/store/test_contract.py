@@ -723,3 +723,15 @@ def _rows_for_import():
            "created_at": NOW, "duration_ms": 1.5, "lateness_ms": 2.0, "last_status": 200,
            "error": None, "output": None, "idempotency_key": None, "fingerprint": None,
            "payload": '{"n": 1}', "job": None}
+
+
+def test_a_retry_keeps_the_results_error_as_last_error(store):
+    """A re-slotted job keeps why it was re-slotted: the decision's error, else its result's
+    (``list`` and ``show`` print it)."""
+    a, b = add(store, mk(), mk())
+    ca, cb = claim(store)
+    store.finish([Reslot(ca, S3, 0, 1, Result(Answer.RETRY, error="timeout after 1.0s")),
+                  Reslot(cb, S3, 0, 1, Result(Answer.RETRY, status=503), error="http 503")],
+                 owner=A, now=NOW)
+    assert store.get(a.id).last_error == "timeout after 1.0s"
+    assert store.get(b.id).last_error == "http 503"
