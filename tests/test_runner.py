@@ -28,7 +28,20 @@ def make(home, clock, backend=None, **overrides):
     overrides.setdefault("quick_retries", 0)
     if backend is not None:
         overrides.update(backend.kw)
-    return Awty(home, clock=clock, env=env, **overrides)
+    a = Awty(home, clock=clock, env=env, **overrides)
+    _made.append(a)
+    return a
+
+
+_made: list[Awty] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_made():
+    """Close what ``make`` opened (a PostgreSQL pool has threads to stop)."""
+    yield
+    while _made:
+        _made.pop().close()
 
 
 def fire(a, clock, at):
