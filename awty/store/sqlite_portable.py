@@ -9,12 +9,10 @@ from typing import Any
 
 from ..model import Job
 from ..slots import iso
-from .jobdict import payload_of
+from .jobdict import payload_of, payload_only, whole_job
 from .portable import HISTORY_KEYS, TIME_KEYS
-from .sqlite_rows import FINGERPRINT, HISTORY_COLUMNS, INSERT_HISTORY, SELECT_JOB, opt_time, \
-    row_to_job
+from .sqlite_rows import FINGERPRINT, HISTORY_COLUMNS, SELECT_JOB, opt_time, row_to_job
 
-_PAYLOAD_ONLY = '{"payload":'  # jobdict.payload_only_json: the row keeps no job document
 _SELECT_HISTORY = "SELECT " + ", ".join(HISTORY_COLUMNS) + " FROM job_history ORDER BY seq"
 
 
@@ -30,7 +28,7 @@ def export_history(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
         for k in TIME_KEYS:
             d[k] = opt_time(d[k])
         d["payload"] = payload_of(doc)
-        d["job"] = None if doc.startswith(_PAYLOAD_ONLY) else doc
+        d["job"] = whole_job(doc)
         yield {k: d[k] for k in HISTORY_KEYS}
 
 
@@ -39,5 +37,5 @@ def history_values(rows: Iterable[dict[str, Any]]) -> Iterator[tuple]:
         d = dict(d)
         for k in TIME_KEYS:
             d[k] = iso(d[k]) if d[k] is not None else None
-        d["job"] = d["job"] or (_PAYLOAD_ONLY + d["payload"] + "}")
+        d["job"] = d["job"] or payload_only(d["payload"])
         yield tuple(d[c] for c in HISTORY_COLUMNS)

@@ -3,7 +3,6 @@ a fresh store (a temp SQLite file; a fresh schema in one database made per test 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
