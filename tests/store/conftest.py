@@ -1,5 +1,6 @@
-"""The ``store`` fixture (``pg_database`` is in tests/conftest.py): every contract test runs once per store (SQLite, PostgreSQL), each on
-a fresh store (a temp SQLite file; a fresh schema in one database made per test session)."""
+"""The ``store`` fixture: every contract test runs once per store (SQLite, PostgreSQL), each on
+a fresh store (a temp SQLite file; a fresh schema in the database ``pg_database``, in
+tests/conftest.py, makes per test session)."""
 
 from __future__ import annotations
 
