@@ -1,6 +1,7 @@
 """Commands that look after a home: ``init``, ``doctor``, ``crontab``, ``stats``, ``prune``,
-``export``, ``import``, ``version``. Like every command module: parse, call, render; the modules doing the work are
-imported inside the commands so that ``awty add`` never pays for them."""
+``export``, ``import``, ``version``. Like every command module: parse, call, render; the
+modules doing the work are imported inside the commands so that ``awty add`` never pays for
+them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What every command module shares: the Typer app settings, the common options (``--home``,
-``--json``, ``--utc``, ``--database-url``), opening an ``Awty``, and the one place errors become exit codes.
+``--json``, ``--utc``, ``--database-url``), opening an ``Awty``, and the one place errors
+become exit codes.
 
 Errors: the library raises ``AwtyError`` subclasses; ``reports_errors`` prints one line on
 stderr and exits with the error's code (1 could not be done, 2 bad input). Usage errors from
