@@ -85,6 +85,9 @@ def test_cancel_reschedule_retry_prune(cli, rx, backend):
 def test_catchup_runs_every_past_slot(cli, rx):
     for when in ("5m", "20m", "40m"):
         cli("add", rx.url("/x"), "--in", when)
+    slots = json.loads(cli("slots", "--json", now="2026-11-22T11:00:05Z").stdout)
+    assert [(x["slot"], x["jobs"], x["past"]) for x in slots] == [
+        ("202611221015", 1, True), ("202611221030", 1, True), ("202611221100", 1, True)]  # 11:00 has passed at 11:00:05
     res = cli("catchup", "--json", now="2026-11-22T11:00:05Z")
     doc = json.loads(res.stdout)
     assert doc["ran"] == 3 and len(doc["slots"]) >= 3
