@@ -127,9 +127,10 @@ class Awty:
     @property
     def where(self) -> str:
         """Where the jobs live, for messages: the database file, or the PostgreSQL schema."""
-        if self._store is not None and hasattr(self._store, "where"):
-            return f'PostgreSQL {self._store.where}, schema "{self.settings.database_schema}"'
-        return str(self.db_path)
+        if not self.on_postgres:
+            return str(self.db_path)
+        at = getattr(self._store, "where", None)  # host:port/db, once the store is open
+        return f'PostgreSQL{" " + at if at else ""}, schema "{self.settings.database_schema}"'
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, target: str, *, at: str | datetime | None = None,
