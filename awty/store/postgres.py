@@ -10,6 +10,7 @@ its connection. Every psycopg error leaves as a one-line ``StoreError``.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,11 @@ from .pg_rows import (
     row_to_job, sec,
 )
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
+
+# psycopg_pool logs reconnects as warnings; with no logging set up they would reach stderr
+# through logging's last resort, around the command's own one-line error. An application that
+# configures logging still gets them.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 _SECOND = timedelta(seconds=1)
 _KEEPALIVES = " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
