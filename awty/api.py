@@ -15,6 +15,7 @@ from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import CancelResult, Execution, HistoryRow, Job, MisfirePolicy, SlotSummary
+from .safeio import write_new
 from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for
 from .store.base import Store
@@ -118,7 +119,7 @@ class Awty:
             made.append(str(self.db_path))
         _ = self.store
         cfg = self.home / config_mod.CONFIG_NAME
-        if config_mod.write_template(cfg):
+        if write_new(cfg, config_mod.TEMPLATE.encode()):  # never over a file or a planted link
             made.append(str(cfg))
         if self.tree is not None:
             (self.home / "slots").mkdir(mode=0o700, exist_ok=True)

@@ -37,14 +37,14 @@ class Settings:
     notify_command: str | None = None  # shell command run when a cron run has failures
     misfire: MisfirePolicy = MisfirePolicy.FIRE
     misfire_grace: float | None = None  # seconds; with misfire = "skip"
-    breaker_threshold: int = 5  # consecutive connect failures/timeouts that open a host's breaker
+    breaker_threshold: int = 5  # failures (of the last 20, at least half) that open a breaker
     lease: float = 600.0  # seconds a claimed job stays with its runner before others may take it
     batch_size: int = 1000  # jobs claimed / recorded per transaction
     busy_timeout: float = 5.0  # seconds SQLite waits for a lock
     history_output_bytes: int = 2000
     log_max_bytes: int = 1_000_000
     dropin_kinds: tuple[str, ...] = ("http",)  # kinds a dropped-in envelope may create
-    ca_file: str | None = None  # PEM bundle trusted for https callbacks (instead of the system's)
+    ca_file: str | None = None  # PEM bundle trusted for https callbacks, beside the system's
     exec_env: bool = True  # exec jobs run in the environment they were added in, as `at` does
     database_url: str | None = None  # postgresql://…: the PostgreSQL store instead of SQLite
     database_schema: str = "awty"  # the PostgreSQL schema holding awty's tables
@@ -184,14 +184,6 @@ def load(home: Path, env: dict[str, str] | None = None, flags: dict[str, Any] | 
             raise InvalidInput(f"--{key.replace('_', '-')}: unknown setting")
         values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
     return replace(Settings(), **values)
-
-
-def write_template(path: Path) -> bool:
-    """Write the commented settings file ``init`` offers (0600), never over anything already
-    there, a symlink included. True when written."""
-    from .safeio import write_new
-
-    return write_new(path, TEMPLATE.encode())
 
 
 def default_home(env: dict[str, str] | None = None) -> Path:

@@ -16,10 +16,10 @@ from datetime import datetime
 from pathlib import Path
 
 from .clock import file_time_now
+from .ids import is_id
 from .model import Job
 from .safeio import private_dir_fd, replace_in
 from .slots import iso, parse_slot_id, slot_id
-from .wire import ID
 
 ENVELOPE_VERSION = 1
 _PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
@@ -269,12 +269,18 @@ class SlotTree:
             return 0
         strangers = [n for n in os.listdir(dest)
                      if not (n.endswith(".json") and n[:-5] in done)]
+        moved = 0
         if strangers:
             back = self._ensure(sid)
             for name in strangers:
-                os.rename(dest / name, back / name)
+                try:
+                    os.rename(dest / name, back / name)
+                    moved += 1
+                except FileNotFoundError:
+                    # another shard's runner removed its own finished envelope meanwhile
+                    continue
         os.rename(dest, dest.with_name(dest.name + ".purge"))
-        return len(strangers)
+        return moved
 
     def purge_retired(self) -> None:
         """Delete the retired slot directories without waiting for it: a detached ``rm -rf``
@@ -351,7 +357,7 @@ class SlotTree:
         finally:
             os.close(fd)
         for name in names:
-            job_id = name[:-5] if name.endswith(".json") and ID.fullmatch(name[:-5]) else None
+            job_id = name[:-5] if name.endswith(".json") and is_id(name[:-5]) else None
             yield Entry(name, path / name, job_id)
 
     def read(self, entry: Entry) -> dict:

@@ -239,11 +239,12 @@ class _Pool:
 
 
 class _Target:
-    __slots__ = ("error", "pool", "head", "path", "ep")
+    __slots__ = ("error", "retry", "pool", "head", "path", "ep")
 
     def __init__(self, error: str | None = None, pool: _Pool | None = None, head: str = "",
-                 path: str = "", ep: Breaker | None = None):
+                 path: str = "", ep: Breaker | None = None, retry: bool = False):
         self.error = error
+        self.retry = retry  # the error is the operator's setting (a proxy): fixed, jobs go on
         self.pool = pool
         self.head = head  # request line + Host + the fixed headers
         self.path = path  # the endpoint's path (no query), for its breaker and messages
@@ -325,7 +326,7 @@ class HttpExecutor:
         if t is None:
             t = self._target(job.target)
         if t.error is not None:
-            return Result(Answer.FAIL, error=t.error)
+            return Result(Answer.RETRY if t.retry else Answer.FAIL, error=t.error)
         pool = t.pool
         assert pool is not None
         if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
@@ -406,7 +407,7 @@ class HttpExecutor:
             proxy = self._proxies.for_target(scheme, ascii_host, port)
             pool = self._pools[key] = _Pool(key, host, ascii_host, self._per_host, proxy)
         if pool.proxy is not None and pool.proxy.error is not None:
-            return _Target(error=pool.proxy.error)
+            return _Target(error=pool.proxy.error, retry=True)
         if pool.proxy is not None and not pool.tls:
             # a forward proxy takes the absolute form; https goes through a CONNECT tunnel
             line = f"POST {scheme}://{host_header}{path} HTTP/1.1\r\n{pool.proxy.auth_line}"

@@ -21,7 +21,8 @@ Owners, leases and the life of a claim
 - A claim is *taken over* (claimed again by another owner) only when its lease has expired
   (``lease_until <= now``, the boundary included) **and** its owner is not alive. A live
   owner's claims are never taken over, even by a process whose clock runs ahead; an owner
-  that never opened a session is judged by its lease alone.
+  that never opened a session is judged by its lease alone. A claimer never takes back its
+  own expired leases (they are still its work in progress).
 - ``finish`` applies a decision only to jobs still leased by the same owner; a job cancelled,
   rescheduled or taken over meanwhile is left as it is (its result is dropped, never
   half-applied).
@@ -130,7 +131,8 @@ class Store(Protocol):
 
     def leases(self, now: datetime) -> list[LeaseGroup]:
         """Jobs in flight grouped by owner, with how many leases expired and whether the
-        owner is alive."""
+        owner is alive (None where the store cannot tell: SQLite, an owner that never
+        opened a session; PostgreSQL answers False, no session lock being held)."""
 
     def last_fired(self) -> tuple[datetime, datetime] | None:
         """The newest slot in the execution log and when its first execution started (what
@@ -203,5 +205,6 @@ class Store(Protocol):
         given; returns how many. Pending jobs go in through ``add``."""
 
     def release_stale(self, owner: str | None, now: datetime) -> int:
-        """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: no
-        owner) whose lease expired and whose owner is not alive; returns how many."""
+        """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: jobs
+        in flight with no lease owner, not "any owner") whose lease expired and whose owner is
+        not alive; returns how many."""
