@@ -49,8 +49,11 @@ class AddResult:
 
 
 class Awty:
-    """``Awty(home=None, clock=None)``. ``home`` defaults to AWTY_HOME, else
-    ``$XDG_DATA_HOME/awty``; ``clock`` to the system clock (or AWTY_NOW when set)."""
+    """``Awty(home=None, clock=None, database_url=None)``. ``home`` defaults to AWTY_HOME,
+    else ``$XDG_DATA_HOME/awty``; ``clock`` to the system clock (or AWTY_NOW when set).
+    ``database_url`` (or the setting, or AWTY_DATABASE_URL) puts the jobs in PostgreSQL
+    instead of ``home/awty.db``; home then keeps only settings, secret and log, and there is
+    no slot tree (drop-in envelopes are a single-host feature)."""
 
     def __init__(self, home: str | Path | None = None, clock: Clock | None = None, *,
                  env: dict[str, str] | None = None, tz: tzinfo | None = None,
@@ -64,7 +67,8 @@ class Awty:
         self.settings = config_mod.load(self.home, self.env, overrides)
         self._store: Store | None = None
         self._read_only = False
-        self.tree = SlotTree(self.home)
+        # The one thing the runner and the rest learn about the store: is there a slot tree?
+        self.tree: SlotTree | None = None if self.settings.database_url else SlotTree(self.home)
         self._log: Logger | None = None
 
     # -- wiring ---------------------------------------------------------------------------
@@ -74,15 +78,18 @@ class Awty:
         return self.home / "awty.db"
 
     @property
+    def on_postgres(self) -> bool:
+        return self.settings.database_url is not None
+
+    @property
     def store(self) -> Store:
         """The store, opened (and home created) on first use."""
         if self._store is None:
             if self._read_only:
-                self._store = open_store(self.db_path, self.settings.busy_timeout,
-                                         create=False, migrate=False)
+                self._store = open_store(self, create=False, migrate=False)
             else:
                 ensure_home(self.home)
-                self._store = open_store(self.db_path, self.settings.busy_timeout)
+                self._store = open_store(self)
         return self._store
 
     def read_only(self) -> Awty:
@@ -90,13 +97,14 @@ class Awty:
         without ``--repair``): its store opens an existing database as it is, and a missing
         one raises ``StoreError``. Close it on its own."""
         view = Awty(self.home, self.clock, env=self.env, tz=self.tz)
-        view.settings = self.settings
+        view.settings, view.tree = self.settings, self.tree
         view._read_only = True
         return view
 
     def close(self) -> None:
         """Close the store and the slot tree; the object can be used again afterwards."""
-        self.tree.close()
+        if self.tree is not None:
+            self.tree.close()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -108,20 +116,40 @@ class Awty:
         self.close()
 
     def init(self) -> list[str]:
-        """Create home (0700), the database (0600), the slot tree and a commented awty.toml.
+        """Create home (0700), the database (0600), the slot tree and a commented awty.toml;
+        on PostgreSQL, create or migrate the schema instead of the database and tree.
         Returns what was created."""
         made = []
         if not self.home.exists():
             made.append(str(self.home))
         ensure_home(self.home)
-        if not self.db_path.exists():
+        if self.on_postgres and self._store is None:
+            from .errors import StoreError
+
+            try:
+                self._store = open_store(self)
+            except StoreError as e:
+                if "awty init" not in str(e):  # unreachable, refused: not init's to mend
+                    raise
+                self._store = open_store(self, init=True)
+                made.append(self.where)
+        elif not self.db_path.exists():
             made.append(str(self.db_path))
         _ = self.store
         cfg = self.home / config_mod.CONFIG_NAME
         if write_new(cfg, config_mod.TEMPLATE.encode()):  # never over a file or a planted link
             made.append(str(cfg))
-        (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
+        if self.tree is not None:
+            (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
         return made
+
+    @property
+    def where(self) -> str:
+        """Where the jobs live, for messages: the database file, or the PostgreSQL schema."""
+        if not self.on_postgres:
+            return str(self.db_path)
+        at = getattr(self._store, "where", None)  # host:port/db, once the store is open
+        return f'PostgreSQL{" " + at if at else ""}, schema "{self.settings.database_schema}"'
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, target: str, *, at: str | datetime | None = None,
@@ -175,6 +203,8 @@ class Awty:
         if dry_run:
             return [AddResult(j, True, True) for j in jobs]
         added = self.store.add(jobs, fps)
+        if self.tree is None:
+            return [AddResult(a.job, a.created) for a in added]
         try:
             self.tree.write_many(a.job for a in added if a.created)
         except OSError as e:
@@ -225,6 +255,8 @@ class Awty:
     def _drop_envelopes(self, jobs: list[Job]) -> None:
         """The store has ended these jobs; their files go, and slots left empty with them. A
         file that stays is an orphan the next run of its slot removes."""
+        if self.tree is None:
+            return
         by_slot: dict[datetime, list[str]] = {}
         for j in jobs:
             by_slot.setdefault(j.next_check_at, []).append(j.id)
@@ -245,6 +277,8 @@ class Awty:
         job_id = self.resolve_id(job_id)
         old = self.get_pending(job_id)
         job = self.store.reschedule(job_id, slot_for(due, self.settings.resolution), now)
+        if self.tree is None:
+            return job
         self.tree.write(job)
         if old.next_check_at != job.next_check_at:
             self.tree.remove(job.id, old.next_check_at)
@@ -257,7 +291,8 @@ class Awty:
         out = []
         for job_id in [self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)]:
             job = self.store.retry(job_id, next_slot_after(now, self.settings.resolution), now)
-            self.tree.write(job)
+            if self.tree is not None:
+                self.tree.write(job)
             out.append(job)
         return out
 
@@ -332,6 +367,21 @@ class Awty:
                                 current=current_slot(now, self.settings.resolution),
                                 next_slots=next_slots)
 
+    # -- moving a home ----------------------------------------------------------------------
+    def export(self, out):
+        """Write pending jobs and history as JSON lines to ``out`` (``transfer``); returns the
+        counts written."""
+        from .transfer import export
+
+        return export(self, out)
+
+    def import_export(self, lines):
+        """Load what ``export`` wrote (from either store) into this home's empty store;
+        returns the counts, checked against the export's own."""
+        from .transfer import load
+
+        return load(self, lines)
+
     # -- running --------------------------------------------------------------------------
     def runner(self) -> Runner:
         """A ``Runner`` for this home (what ``run_slot`` and ``catchup`` use)."""
@@ -385,14 +435,23 @@ def _seconds(value: Duration | None) -> str | float | None:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-def open_store(path: Path, busy_timeout: float, *, create: bool = True,
-               migrate: bool = True) -> Store:
-    """The one place that names a store implementation. ``create=False``: a missing database
-    raises ``StoreError``; ``migrate=False``: an old schema is left as it is (doctor reads
-    it before deciding)."""
+def open_store(a: Awty, *, create: bool = True, migrate: bool = True,
+               init: bool = False) -> Store:
+    """The one place that names a store implementation: PostgreSQL when ``a`` has a database
+    URL (psycopg is imported only then), else SQLite in home. SQLite: ``create=False``: a
+    missing database raises ``StoreError``; ``migrate=False``: an old schema is left as it
+    is (doctor reads it before deciding). PostgreSQL: only ``awty init`` creates or migrates
+    the schema (``init=True``); everything else finds it or says to run
+    init, since many hosts share it."""
+    s = a.settings
+    if s.database_url:
+        from .store.postgres import PostgresStore
+
+        return PostgresStore(s.database_url, schema=s.database_schema,
+                             create=init)
     from .store.sqlite import SQLiteStore
 
-    return SQLiteStore(path, busy_timeout=busy_timeout, create=create, migrate=migrate)
+    return SQLiteStore(a.db_path, busy_timeout=s.busy_timeout, create=create, migrate=migrate)
 
 
 def ensure_home(home: Path) -> None:

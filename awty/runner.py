@@ -74,10 +74,12 @@ class CatchupSummary:
 
 
 class Runner:
-    def __init__(self, *, store: Store, tree: SlotTree, settings: Settings, clock: Clock,
+    def __init__(self, *, store: Store, tree: SlotTree | None, settings: Settings, clock: Clock,
                  secret: Callable[[], bytes | None] = lambda: None, log=None,
                  on_event: OnEvent | None = None):
         self.store = store
+        # None: no slot tree (PostgreSQL, shared by hosts): no drop-ins to reconcile, no files
+        # to keep in step. The only thing the runner knows of which store it has.
         self.tree = tree
         self.s = settings
         self.clock = clock
@@ -108,7 +110,7 @@ class Runner:
             return summary
         started = monotonic()
         try:
-            if opts.shard is None or opts.shard[0] == 0:
+            if self.tree is not None and (opts.shard is None or opts.shard[0] == 0):
                 Reconciler(self.store, self.tree, self.s, self.clock, self._warn).run(
                     slot, summary)
             self.on_event("slot_start", {"slot": sid, "total": len(self.store.slot_ids(slot))})
@@ -121,7 +123,7 @@ class Runner:
         finally:
             summary.seconds = monotonic() - started
             lock.release()
-        if not self._in_catchup:
+        if not self._in_catchup and self.tree is not None:
             self.tree.purge_retired()
         self._log_slot(summary)
         self.on_event("slot_end", summary.to_dict())
@@ -142,7 +144,7 @@ class Runner:
         current = current_slot(now, self.s.resolution)
         limit = min(until, current) if until is not None else current
         counts = dict(self.store.slots_with_work(until=limit))
-        for slot in self.tree.slots():
+        for slot in self.tree.slots() if self.tree is not None else ():
             if slot <= limit:
                 counts.setdefault(slot, 0)
         out = CatchupSummary(dry_run=opts.dry_run)
@@ -156,7 +158,8 @@ class Runner:
                 out.slots.append(self.run_slot(slot, opts))
         finally:
             self._in_catchup = False
-            self.tree.purge_retired()
+            if self.tree is not None:
+                self.tree.purge_retired()
         out.seconds = monotonic() - started
         return out
 
@@ -169,8 +172,9 @@ class Runner:
         for j in jobs:
             summary.count("misfired" if misfired(j, now, self.s, opts.misfire_grace, opts.misfire)
                           else "would_fire")
-        here = self.store.slot_ids(slot)
-        summary.imported = sum(1 for e in self.tree.entries(slot) if e.job_id not in here)
+        if self.tree is not None:
+            here = self.store.slot_ids(slot)
+            summary.imported = sum(1 for e in self.tree.entries(slot) if e.job_id not in here)
         return summary
 
     # -- executing ------------------------------------------------------------------------
@@ -255,7 +259,8 @@ class Runner:
                 assert isinstance(d, Reslot)
                 moved = replace(job, next_check_at=d.next_check_at, check_count=d.check_count,
                                 attempt=d.attempt)
-                _tree_op(trouble, self.tree.write, moved)
+                if self.tree is not None:
+                    _tree_op(trouble, self.tree.write, moved)
                 if d.result is not None and d.result.deferred:
                     summary.deferred += 1
                     summary.ran -= 1
@@ -273,6 +278,8 @@ class Runner:
         catch-up) is over. A slot that still holds rows (another shard's, a run cut short)
         loses only this run's files, in parallel."""
         done, self._done = self._done, []
+        if self.tree is None:
+            return
         try:
             left = bool(self.store.slot_ids(slot))
         except AwtyError:

@@ -15,7 +15,8 @@ ids) and logged to awty.log.
 
 One module per group of checks (``files``, ``store``, ``tree``, ``locks``, ``cron``). The
 checks that read the store are a table, ``STORE_CHECKS``: a store implementation with checks
-of its own (PostgreSQL: connection, schema owner) appends to it.
+of its own has its own table: PostgreSQL's (server, schema version, leases, drop-ins off)
+is ``postgres.PG_STORE_CHECKS``.
 """
 
 from __future__ import annotations
@@ -66,6 +67,17 @@ def diagnose(a: Awty, *, repair: bool = False, env: dict[str, str] | None = None
     cron daemon is looked for in) are how the scheduler checks reach the system."""
     ctx = Ctx(a, repair, a.clock.now(), dict(a.env if env is None else env), which, run,
                Report(repair=repair))
+    if a.on_postgres:
+        _diagnose_postgres(ctx)
+    else:
+        _diagnose_sqlite(ctx)
+    ctx.add(check_cron(a.home, a.settings.resolution, env=ctx.env, which=which, run=run,
+                       proc=proc))
+    return ctx.report
+
+
+def _diagnose_sqlite(ctx: Ctx) -> None:
+    a = ctx.a
     ready = check_home_and_db(ctx)
     ctx.add(check_config(a.home, ctx.env))
     ctx.add(check_secret(ctx))
@@ -75,9 +87,21 @@ def diagnose(a: Awty, *, repair: bool = False, env: dict[str, str] | None = None
         run_checks(ctx, FILE_CHECKS)
     finally:
         ctx.close()
-    ctx.add(check_cron(a.home, a.settings.resolution, env=ctx.env, which=which, run=run,
-                       proc=proc))
-    return ctx.report
+
+
+def _diagnose_postgres(ctx: Ctx) -> None:
+    from .postgres import PG_STORE_CHECKS, check_server_and_schema, skipped_file_checks
+
+    a = ctx.a
+    ctx.add(check_home(a.home, ctx.repair, None))
+    ctx.add(check_config(a.home, ctx.env))
+    ctx.add(check_secret(ctx))
+    try:
+        if check_server_and_schema(ctx):
+            run_checks(ctx, PG_STORE_CHECKS)
+    finally:
+        ctx.close()
+    ctx.add(skipped_file_checks(ctx))
 
 
 def run_checks(ctx: Ctx, checks: list[Check]) -> None:

@@ -112,13 +112,15 @@ def _reslot(ctx: Ctx, slot: datetime, res: int, t: Tally) -> None:
     a, target = ctx.a, slot_for(slot, res)
     for job_id in sorted(a.store.slot_ids(slot)):
         t.attempt(partial(_move, a, job_id, slot, target, ctx.now), True)
-    a.tree.remove_slot_if_empty(slot)
+    if a.tree is not None:
+        a.tree.remove_slot_if_empty(slot)
 
 
 def _move(a: Awty, job_id: str, old: datetime, new: datetime, now: datetime) -> None:
     job = a.store.reschedule(job_id, new, now)
-    a.tree.write(job)
-    a.tree.remove(job_id, old)
+    if a.tree is not None:
+        a.tree.write(job)
+        a.tree.remove(job_id, old)
 
 
 # --- past slots ----------------------------------------------------------------------------

@@ -46,7 +46,7 @@ import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Reslot,
@@ -191,6 +191,19 @@ class Store(Protocol):
     def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
         """Give ``owner``'s claims back as pending, unchanged (an interrupted run); returns
         how many."""
+
+    # -- moving a home (``awty export`` / ``awty import``) --------------------------------
+    def export_pending(self) -> Iterator[tuple[Job, str | None]]:
+        """Every job in ``future_job`` (in flight ones as they are) with its idempotency
+        fingerprint, in (next_check_at, id) order, streamed (memory stays flat)."""
+
+    def export_history(self) -> Iterator[dict[str, Any]]:
+        """Every history row, oldest first, streamed, as a ``portable`` record: what
+        ``import_history`` of any store takes back unchanged."""
+
+    def import_history(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Insert history records (as ``export_history`` gives them) all or none, in the order
+        given; returns how many. Pending jobs go in through ``add``."""
 
     def release_stale(self, owner: str | None, now: datetime) -> int:
         """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: jobs
