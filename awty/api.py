@@ -26,6 +26,9 @@ from .when import parse_since
 
 if TYPE_CHECKING:
     from logging import Logger
+    from typing import IO
+
+    from .transfer import Moved
 
     from .runner import CatchupSummary, Runner
 
@@ -368,14 +371,14 @@ class Awty:
                                 next_slots=next_slots)
 
     # -- moving a home ----------------------------------------------------------------------
-    def export(self, out):
+    def export(self, out: IO[str]) -> Moved:
         """Write pending jobs and history as JSON lines to ``out`` (``transfer``); returns the
         counts written."""
         from .transfer import export
 
         return export(self, out)
 
-    def import_export(self, lines):
+    def import_export(self, lines: Iterable[str]) -> Moved:
         """Load what ``export`` wrote (from either store) into this home's empty store;
         returns the counts, checked against the export's own."""
         from .transfer import load

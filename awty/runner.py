@@ -278,7 +278,8 @@ class Runner:
         catch-up) is over. A slot that still holds rows (another shard's, a run cut short)
         loses only this run's files, in parallel."""
         done, self._done = self._done, []
-        if self.tree is None:
+        tree = self.tree
+        if tree is None:
             return
         try:
             left = bool(self.store.slot_ids(slot))
@@ -287,7 +288,7 @@ class Runner:
         trouble: list[OSError] = []
         if not left and done:
             try:
-                kept = self.tree.retire(slot, set(done), self._ended)
+                kept = tree.retire(slot, set(done), self._ended)
             except OSError as e:
                 trouble.append(e)
             else:
@@ -297,11 +298,11 @@ class Runner:
                 done = []
         if done:
             with ThreadPoolExecutor(8, thread_name_prefix="awty-unlink") as pool:
-                for errors in pool.map(lambda ids: self.tree.remove_many(ids, slot),
+                for errors in pool.map(lambda ids: tree.remove_many(ids, slot),
                                        [done[i:i + 256] for i in range(0, len(done), 256)]):
                     trouble += errors
         self._warn_tree(trouble, summary)
-        self.tree.remove_slot_if_empty(slot)
+        tree.remove_slot_if_empty(slot)
 
     def _ended(self, ids: list[str]) -> set[str]:
         """Which of these ids have ended (known only to history)."""

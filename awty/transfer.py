@@ -9,11 +9,16 @@ callback may be sent once by the old home and once by the new one."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import IO, Any
+
+if TYPE_CHECKING:
+    from .api import Awty
 
 from .errors import InvalidInput, StoreError
 from .model import Job, Kind, Status
@@ -35,7 +40,7 @@ class Moved:
         return {"jobs": self.jobs, "history": self.history}
 
 
-def export(a, out: IO[str]) -> Moved:
+def export(a: Awty, out: IO[str]) -> Moved:
     """Write ``a``'s pending jobs and history to ``out``; memory stays flat."""
     store = a.store
     out.write(json.dumps({"format": FORMAT}) + "\n")
@@ -50,7 +55,7 @@ def export(a, out: IO[str]) -> Moved:
     return Moved(jobs, history)
 
 
-def load(a, lines: Iterable[str]) -> Moved:
+def load(a: Awty, lines: Iterable[str]) -> Moved:
     """Import an export into ``a``, whose store must be empty. All jobs or none (one ``add``),
     then all history or none; the counts on the export's last line must match what was read,
     and the store's counts what was written."""
@@ -80,7 +85,8 @@ def as_pending(job: Job) -> Job:
 
 
 # --- lines <-> records -----------------------------------------------------------------------
-def _read(lines: Iterable[str]) -> tuple[list[Job], list[str | None], list[dict], Moved]:
+def _read(lines: Iterable[str]) -> tuple[list[Job], list[str | None], list[dict[str, Any]],
+                                        Moved]:
     jobs: list[Job] = []
     fps: list[str | None] = []
     rows: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ from ..errors import AwtyError
 from ..model import StoreHealth
 from ..slots import current_slot, is_boundary, slot_for, slot_id
 from ..store import migrations
-from .base import SAMPLES, Ctx, Finding, Tally
+from .base import Ctx, Finding, SAMPLES, Tally, tree_of
 
 
 def check_schema_and_integrity(ctx: Ctx) -> bool:
@@ -113,14 +113,14 @@ def _reslot(ctx: Ctx, slot: datetime, res: int, t: Tally) -> None:
     for job_id in sorted(a.store.slot_ids(slot)):
         t.attempt(partial(_move, a, job_id, slot, target, ctx.now), True)
     if a.tree is not None:
-        a.tree.remove_slot_if_empty(slot)
+        tree_of(a).remove_slot_if_empty(slot)
 
 
 def _move(a: Awty, job_id: str, old: datetime, new: datetime, now: datetime) -> None:
     job = a.store.reschedule(job_id, new, now)
     if a.tree is not None:
-        a.tree.write(job)
-        a.tree.remove(job_id, old)
+        tree_of(a).write(job)
+        tree_of(a).remove(job_id, old)
 
 
 # --- past slots ----------------------------------------------------------------------------
