@@ -82,6 +82,7 @@ class Awty:
 
     @property
     def on_postgres(self) -> bool:
+        """True when this home's jobs live in PostgreSQL (``database_url``), not SQLite."""
         return self.settings.database_url is not None
 
     @property
