@@ -377,14 +377,14 @@ class Awty:
         counts written."""
         from .transfer import export
 
-        return export(self, out)
+        return export(self.store, out)
 
     def import_export(self, lines: Iterable[str]) -> Moved:
         """Load what ``export`` wrote (from either store) into this home's empty store;
         returns the counts, checked against the export's own."""
         from .transfer import load
 
-        return load(self, lines)
+        return load(self.store, self.tree, self.where, lines)
 
     # -- running --------------------------------------------------------------------------
     def runner(self) -> Runner:

@@ -9,20 +9,17 @@ callback may be sent once by the old home and once by the new one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import IO, Any
 
-if TYPE_CHECKING:
-    from .api import Awty
-
 from .errors import InvalidInput, StoreError
 from .model import Job, Kind, Status
 from .slots import from_iso, iso
+from .slotdir import SlotTree
+from .store.base import Store
 from .store.portable import HISTORY_KEYS, TIME_KEYS
 
 FORMAT = "awty-export/1"
@@ -40,9 +37,8 @@ class Moved:
         return {"jobs": self.jobs, "history": self.history}
 
 
-def export(a: Awty, out: IO[str]) -> Moved:
-    """Write ``a``'s pending jobs and history to ``out``; memory stays flat."""
-    store = a.store
+def export(store: Store, out: IO[str]) -> Moved:
+    """Write the store's pending jobs and history to ``out``; memory stays flat."""
     out.write(json.dumps({"format": FORMAT}) + "\n")
     jobs = history = 0
     for job, fp in store.export_pending():
@@ -55,15 +51,15 @@ def export(a: Awty, out: IO[str]) -> Moved:
     return Moved(jobs, history)
 
 
-def load(a: Awty, lines: Iterable[str]) -> Moved:
-    """Import an export into ``a``, whose store must be empty. All jobs or none (one ``add``),
+def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str]) -> Moved:
+    """Import an export into ``store``, which must be empty (``where`` names it in messages;
+    ``tree``, when the home has one, gets the jobs' envelopes). All jobs or none (one ``add``),
     then all history or none; the counts on the export's last line must match what was read,
     and the store's counts what was written."""
     jobs, fps, rows, end = _read(lines)
-    store = a.store
     held = store.count()
     if held or store.history(limit=1):
-        raise InvalidInput(f"import needs an empty store: {a.where} already holds "
+        raise InvalidInput(f"import needs an empty store: {where} already holds "
                            f"{held} pending job(s) or history")
     added = store.add(jobs, fps) if jobs else []
     made = [x.job for x in added if x.created]
@@ -74,8 +70,8 @@ def load(a: Awty, lines: Iterable[str]) -> Moved:
     if got != end:
         raise StoreError(f"import: the export lists {end.jobs} job(s) and {end.history} "
                          f"history row(s); the store now holds {got.jobs} and {got.history}")
-    if a.tree is not None:
-        a.tree.write_many(made)
+    if tree is not None:
+        tree.write_many(made)
     return got
 
 
