@@ -4,8 +4,9 @@ lives). One throwaway home, examples in the order a reader meets them, time pinn
 AWTY_NOW; a real 127.0.0.1 receiver where an example's point is a callback (the signing block).
 
 Rewritten before running, and only these: the ``01JD…`` id placeholders become real ids (a
-pending job, one calling the receiver for ``run``, or a failed one for ``retry``), ``/srv/awty`` and ``/home/me`` become paths under
-the test's directory, and ``| jq …`` is replaced by checking that the output is JSON."""
+pending job, one calling the receiver for ``run``, a failed one for ``retry``), ``/srv/awty``
+and ``/home/me`` become paths under the test's directory, and ``| jq …`` is replaced by checking
+that the output is JSON."""
 
 from __future__ import annotations
 

@@ -7,13 +7,13 @@ import subprocess
 import sys
 from datetime import datetime
 
+from conftest import db_rows, tree_files
 from freezegun import freeze_time
 from standardwebhooks.webhooks import Webhook
 from typer.testing import CliRunner
 
 from awty.cli import app
 from awty.testing.receiver import Reply
-from conftest import db_rows, tree_files
 
 runner = CliRunner()
 NOW = "2026-11-22T10:07:12Z"

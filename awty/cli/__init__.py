@@ -27,9 +27,9 @@ from .options import new_app
 # imports only NAME's module; the whole app checks this table against the modules.
 COMMANDS = {
     "init": "ops", "add": "jobs", "cancel": "jobs", "reschedule": "jobs", "list": "jobs",
-    "show": "jobs", "slots": "runs", "run": "runs", "run-slot": "runs", "catchup": "runs", "history": "jobs",
+    "show": "jobs", "slots": "runs", "run-slot": "runs", "catchup": "runs", "history": "jobs",
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
-    "stats": "ops", "prune": "ops", "systemd": "setup", "completion": "setup",
+    "stats": "ops", "prune": "ops", "systemd": "setup", "completion": "setup", "run": "runs",
 }
 
 HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callbacks; "
