@@ -220,7 +220,7 @@ class Runner:
         re-slotted into that same slot (due in the next slot, re-checked into it): there the
         file is already the new envelope."""
         done, self._done = self._done, []
-        if not done:
+        if not done or self.tree is None:  # no slot tree (PostgreSQL): nothing to follow
             return
         try:
             where = self.store.find(done)
