@@ -26,9 +26,9 @@ from .options import new_app
 # Each command and the module defining it, in the order `awty --help` lists them. `awty NAME`
 # imports only NAME's module; the whole app checks this table against the modules.
 COMMANDS = {
-    "run": "runs",
     "init": "ops", "add": "jobs", "cancel": "jobs", "reschedule": "jobs", "list": "jobs",
-    "show": "jobs", "slots": "runs", "run-slot": "runs", "catchup": "runs", "history": "jobs",
+    "show": "jobs", "slots": "runs", "run": "runs", "run-slot": "runs", "catchup": "runs",
+    "history": "jobs",
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
     "stats": "ops", "prune": "ops", "systemd": "setup", "completion": "setup",
 }
