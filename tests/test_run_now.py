@@ -53,7 +53,9 @@ def test_fires_now_signed_lower_case_and_prefix_ids(home, rx):
     assert db_rows(home, "future_job") == [] and tree_files(home) == []
     assert not any((home / "slots").iterdir())
     assert {h["outcome"] for h in hist(home).values()} == {"done"}
-    assert len(db_rows(home, "job_event")) == 2
+    # Each execution is recorded under the job's own slot, as the body's "slot" says.
+    assert sorted(e["slot"] for e in db_rows(home, "job_event")) == [a["slot"], b["slot"]]
+    assert reqs[0].json()["slot"] in (a["slot"], b["slot"])
 
 
 def test_recheck_is_reslotted_and_json(home, rx):
