@@ -3,25 +3,21 @@ and runner together, returns data and raises ``AwtyError``s; it never prints."""
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
-    CancelResult,
-    Execution,
-    HistoryRow,
-    Job,
-    MisfirePolicy,
-    RunSummary,
-    SlotSummary,
+    CancelResult, Execution, HistoryRow, Job, MisfirePolicy, RunSummary, SlotSummary,
+    StoreStats,
 )
 from .safeio import write_new
 from .slotdir import SlotTree
@@ -29,15 +25,27 @@ from .slots import current_slot, next_slot_after, slot_for
 from .store.base import Store
 from .when import parse_since
 
+if TYPE_CHECKING:
+    from logging import Logger
+
+    from .runner import CatchupSummary, Runner
+
+# A duration the API accepts: a timedelta, a number of seconds, or text (``90s``, ``2h``,
+# ``2 hours``, ``PT2H``).
+Duration = str | float | timedelta
+
 
 @dataclass(frozen=True)
 class AddResult:
+    """What ``Awty.add`` / ``add_many`` give back for one job."""
+
     job: Job
     created: bool  # False: the idempotency key named an existing job
     dry_run: bool = False
 
     @property
     def slot(self) -> datetime:
+        """The slot the job runs in (its first check)."""
         return self.job.next_check_at
 
 
@@ -48,7 +56,7 @@ class Awty:
     def __init__(self, home: str | Path | None = None, clock: Clock | None = None, *,
                  env: dict[str, str] | None = None, tz: tzinfo | None = None,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                 **overrides: Any):
+                 **overrides: Any) -> None:
         self.env = dict(os.environ) if env is None else env
         self.home = Path(home).expanduser() if home else config_mod.default_home(self.env)
         self.clock = clock or default_clock(self.env)
@@ -58,15 +66,17 @@ class Awty:
         self._store: Store | None = None
         self._read_only = False
         self.tree = SlotTree(self.home)
-        self._log = None
+        self._log: Logger | None = None
 
     # -- wiring ---------------------------------------------------------------------------
     @property
     def db_path(self) -> Path:
+        """The SQLite database in home."""
         return self.home / "awty.db"
 
     @property
     def store(self) -> Store:
+        """The store, opened (and home created) on first use."""
         if self._store is None:
             if self._read_only:
                 self._store = open_store(self.db_path, self.settings.busy_timeout,
@@ -86,6 +96,7 @@ class Awty:
         return view
 
     def close(self) -> None:
+        """Close the store and the slot tree; the object can be used again afterwards."""
         self.tree.close()
         if self._store is not None:
             self._store.close()
@@ -115,21 +126,26 @@ class Awty:
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, target: str, *, at: str | datetime | None = None,
-            in_: str | float | None = None, kind: str = "http", payload: Any = None,
+            in_: Duration | None = None, kind: str = "http", payload: Any = None,
             payload_json: str | None = None, entity: str | None = None, key: str | None = None,
-            idempotency_key: str | None = None, headers: dict | list | None = None,
-            max_checks: int | None = None, horizon: str | float | None = None,
-            timeout: str | float | None = None, max_attempts: int | None = None,
-            misfire_grace: str | float | None = None, cwd: str | None = None,
+            idempotency_key: str | None = None,
+            headers: dict[str, str] | builtins.list[str] | tuple[str, ...] | None = None,
+            max_checks: int | None = None, horizon: Duration | None = None,
+            timeout: Duration | None = None, max_attempts: int | None = None,
+            misfire_grace: Duration | None = None, cwd: str | None = None,
             dry_run: bool = False) -> AddResult:
+        """Add one job due ``at`` (a time as ``--at`` reads it, or a datetime) or ``in_`` (a
+        duration). ``kind`` is http, exec or python; ``target`` the URL, command or
+        ``module:function``. Raises ``InvalidInput`` (nothing stored) for a bad field.
+        ``idempotency_key``: adding the same job again returns it with ``created=False``."""
         spec: dict[str, Any] = {"target": target, "kind": kind, "entity": entity, "key": key,
                                 "idempotency_key": idempotency_key, "headers": headers,
-                                "max_checks": max_checks, "horizon": horizon,
-                                "timeout": timeout, "max_attempts": max_attempts,
-                                "misfire_grace": misfire_grace, "cwd": cwd}
+                                "max_checks": max_checks, "horizon": _seconds(horizon),
+                                "timeout": _seconds(timeout), "max_attempts": max_attempts,
+                                "misfire_grace": _seconds(misfire_grace), "cwd": cwd}
         if isinstance(at, datetime):
             at = at.isoformat()
-        spec["at"], spec["in"] = at, in_
+        spec["at"], spec["in"] = at, _seconds(in_)
         if payload_json is not None:
             spec["payload_json"] = payload_json
         else:
@@ -181,6 +197,7 @@ class Awty:
         return result
 
     def cancel_entity(self, entity: str, key: str | None = None) -> CancelResult:
+        """Cancel every pending job of ``entity`` (and ``key``, when given)."""
         result = self.store.cancel_entity(entity, key, self.clock.now())
         self._drop_envelopes(result.cancelled)
         return result
@@ -216,12 +233,16 @@ class Awty:
             self.tree.remove_many(ids, slot)
             self.tree.remove_slot_if_empty(slot)
 
-    def reschedule(self, job_id: str, *, at: str | None = None,
-                   in_: str | float | None = None) -> Job:
+    def reschedule(self, job_id: str, *, at: str | datetime | None = None,
+                   in_: Duration | None = None) -> Job:
+        """Move a pending job to ``at`` or ``in_`` from now (as ``add`` reads them); raises
+        ``JobNotFound`` for a job that is not pending."""
         now = self.clock.now()
         from .jobspec import due_time
 
-        due = due_time({"at": at, "in": in_}, now, self.settings, self.tz)
+        if isinstance(at, datetime):
+            at = at.isoformat()
+        due = due_time({"at": at, "in": _seconds(in_)}, now, self.settings, self.tz)
         job_id = self.resolve_id(job_id)
         old = self.get_pending(job_id)
         job = self.store.reschedule(job_id, slot_for(due, self.settings.resolution), now)
@@ -254,6 +275,8 @@ class Awty:
         return rows
 
     def get_pending(self, job_id: str) -> Job:
+        """The pending job with this exact id; raises ``JobNotFound`` (saying so when it has
+        ended)."""
         job = self.store.get(job_id)
         if job is None:
             if self.store.get_history(job_id):
@@ -262,11 +285,13 @@ class Awty:
         return job
 
     def executions(self, job_id: str) -> list[Execution]:
+        """Every delivery attempt of a job (id or unique prefix), oldest first."""
         return self.store.executions(self.resolve_id(job_id))
 
     def list(self, *, status: str | None = None, slot: datetime | None = None,
              entity: str | None = None, key: str | None = None, kind: str | None = None,
              limit: int | None = None, until: datetime | None = None) -> Iterator[Job]:
+        """Pending jobs matching every filter given, in run order (``(next_check_at, id)``)."""
         return self.store.list(status=status, slot=slot, until=until, entity=entity, key=key,
                                kind=kind, limit=limit)
 
@@ -277,12 +302,15 @@ class Awty:
         return self.store.count(status=status, slot=slot, until=until, entity=entity, key=key,
                                 kind=kind)
 
-    def slots(self) -> list[tuple[datetime, int]]:
+    def slots(self) -> builtins.list[tuple[datetime, int]]:
+        """Slots that hold pending work, oldest first, with their number of jobs."""
         return self.store.slots_with_work()
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
                 key: str | None = None, since: datetime | None = None,
-                limit: int | None = None) -> list[HistoryRow]:
+                limit: int | None = None) -> builtins.list[HistoryRow]:
+        """Ended jobs matching every filter given (``since``: ended at or after), newest
+        first."""
         return self.store.history(outcome=outcome, entity=entity, key=key, since=since,
                                   limit=limit)
 
@@ -294,8 +322,20 @@ class Awty:
         except (ValueError, OverflowError) as e:
             raise InvalidInput(str(e)) from None
 
+    def stats(self, *, window: timedelta = timedelta(days=1),
+              next_slots: int = 5) -> StoreStats:
+        """Pending work now and what ended or ran over the last ``window`` (the figures
+        ``awty stats`` shows), with the first ``next_slots`` slots holding work."""
+        if window <= timedelta(0):
+            raise InvalidInput("window must be more than zero")
+        now = self.clock.now()
+        return self.store.stats(now=now, since=now - window,
+                                current=current_slot(now, self.settings.resolution),
+                                next_slots=next_slots)
+
     # -- running --------------------------------------------------------------------------
-    def runner(self):
+    def runner(self) -> Runner:
+        """A ``Runner`` for this home (what ``run_slot`` and ``catchup`` use)."""
         from .runner import Runner
 
         return Runner(store=self.store, tree=self.tree, settings=self.settings, clock=self.clock,
@@ -307,10 +347,13 @@ class Awty:
         return load_secret(self.settings, self.env)
 
     def current_slot(self) -> datetime:
+        """The slot ``now`` falls in."""
         return current_slot(self.clock.now(), self.settings.resolution)
 
     def run_slot(self, slot: datetime | None = None, *, shard: tuple[int, int] | None = None,
                  dry_run: bool = False) -> SlotSummary:
+        """Fire one slot (default: the current one) as cron does; ``shard=(i, n)`` runs the
+        i-th of n shards. Raises ``Busy`` when another runner holds the slot."""
         from .runner import RunOptions
 
         slot = slot if slot is not None else self.current_slot()
@@ -332,7 +375,9 @@ class Awty:
 
     def catchup(self, *, until: datetime | None = None, dry_run: bool = False,
                 misfire: str | None = None, misfire_grace: float | None = None,
-                on_slot: Callable[[datetime, int], None] | None = None):
+                on_slot: Callable[[datetime, int], None] | None = None) -> CatchupSummary:
+        """Run every past slot holding work, oldest first, then the current one. ``misfire``
+        (fire or skip) overrides the setting for jobs past their grace."""
         from .runner import RunOptions
 
         if misfire not in (None, "fire", "skip"):
@@ -341,12 +386,18 @@ class Awty:
             dry_run=dry_run, misfire=MisfirePolicy(misfire) if misfire else None,
             misfire_grace=misfire_grace))
 
-    def logger(self):
+    def logger(self) -> Logger:
+        """The log file of this home (rotated by size)."""
         if self._log is None:
             from .logbook import open_log
 
             self._log = open_log(self.home, self.settings.log_max_bytes)
         return self._log
+
+
+def _seconds(value: Duration | None) -> str | float | None:
+    """A timedelta as seconds; text and numbers go on to the one duration parser as given."""
+    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def open_store(path: Path, busy_timeout: float, *, create: bool = True,

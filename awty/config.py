@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,7 @@ def read_toml(home: Path) -> dict[str, Any]:
     return data
 
 
-def load(home: Path, env: dict[str, str] | None = None, flags: dict[str, Any] | None = None,
+def load(home: Path, env: Mapping[str, str] | None = None, flags: dict[str, Any] | None = None,
          *, file_data: dict[str, Any] | None = None) -> Settings:
     """Merge defaults < awty.toml < AWTY_* environment < flags, validating every value."""
     env = os.environ if env is None else env
@@ -186,7 +187,7 @@ def load(home: Path, env: dict[str, str] | None = None, flags: dict[str, Any] | 
     return replace(Settings(), **values)
 
 
-def default_home(env: dict[str, str] | None = None) -> Path:
+def default_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("AWTY_HOME"):
         return Path(env["AWTY_HOME"]).expanduser()

@@ -60,7 +60,7 @@ class Reconciler:
         if not strangers:
             return
         known = self.store.find(e.job_id for e in strangers if e.job_id)
-        drop_ins: list[tuple[Job, str, Entry]] = []
+        drop_ins: list[tuple[Job, str | None, Entry]] = []
         for e in strangers:
             if e.job_id and e.job_id in known:
                 self.tree.remove_entry(e)

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
 from .config import Settings
@@ -35,6 +35,7 @@ from .model import (
     Outcome,
     Reslot,
     Result,
+    RunSummary,
     SlotSummary,
 )
 from .policy import decide, limits, misfired, quick_retry_delay
@@ -43,6 +44,9 @@ from .slotdir import SlotTree
 from .slotrun import SlotRun
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
+
+if TYPE_CHECKING:
+    from .executors.base import Executor
 
 OnEvent = Callable[[str, dict[str, Any]], None]
 
@@ -158,7 +162,7 @@ class Runner:
         return out
 
     # -- awty run ID… -----------------------------------------------------------------------
-    def run_ids(self, ids: list[str]):
+    def run_ids(self, ids: list[str]) -> RunSummary:
         """Fire these jobs now, whatever their slot, as their slot's run would: same signing,
         guards, decisions, history, leases and owner session (``IdsRun``). No slot lock: it
         only keeps two runners off one slot's claim queue; what stops a job being sent twice
@@ -167,7 +171,6 @@ class Runner:
         run). The jobs may sit in several slots, so no slot is reconciled; their envelopes
         follow the store as a slot run's do. Returns a ``RunSummary``."""
         from .idsrun import IdsRun
-        from .model import RunSummary
 
         summary = RunSummary(slot="now")
         self.secret()  # an unreadable secret stops the run here, before anything is claimed
@@ -200,10 +203,12 @@ class Runner:
         self._log_slot(summary)
         return summary
 
-    def _recorded_ids(self, applied: list[Decision], summary) -> None:
+    def _recorded_ids(self, applied: list[Decision], summary: RunSummary) -> None:
         self._apply_files(applied, summary)
         for d in applied:
             result = d.result
+            reason: str | None
+            at: str | None
             if isinstance(d, End):
                 outcome, reason, at = d.outcome.value, d.reason, None
             else:
@@ -295,7 +300,8 @@ class Runner:
             job = replace(job, attempt=job.attempt + 1)
         return decide(job, result, self.clock.now(), s, lateness)
 
-    def _executor(self, kind: Kind, executors: dict[Kind, Any]):
+    def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
+        ex: Executor
         if kind is Kind.HTTP:
             from .executors.http import HttpExecutor
 
@@ -355,7 +361,7 @@ class Runner:
         trouble: list[OSError] = []
         if not left and done:
             try:
-                kept = self.tree.retire(slot, set(done))
+                kept = self.tree.retire(slot, set(done), self._ended)
             except OSError as e:
                 trouble.append(e)
             else:
@@ -370,6 +376,10 @@ class Runner:
                     trouble += errors
         self._warn_tree(trouble, summary)
         self.tree.remove_slot_if_empty(slot)
+
+    def _ended(self, ids: list[str]) -> set[str]:
+        """Which of these ids have ended (known only to history)."""
+        return {i for i, pending in self.store.find(ids).items() if pending is None}
 
     def _warn_tree(self, trouble: list[OSError], summary: SlotSummary) -> None:
         if trouble:

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import config as config_mod
 from ..api import Awty
@@ -41,6 +42,9 @@ from .store import (
 )
 from .tree import check_rejected, check_retired, check_tree
 
+if TYPE_CHECKING:
+    from ..clock import Clock
+
 __all__ = ["STORE_CHECKS", "Finding", "Report", "check_cron", "diagnose", "diagnose_home"]
 
 Check = Callable[[Ctx], Finding | Iterable[Finding]]
@@ -55,7 +59,7 @@ FILE_CHECKS: list[Check] = [check_locks, check_rejected]
 # --- entry points --------------------------------------------------------------------------
 def diagnose(a: Awty, *, repair: bool = False, env: dict[str, str] | None = None,
              which: Callable[[str], str | None] = shutil.which,
-             run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+             run: Callable[..., subprocess.CompletedProcess[Any]] = subprocess.run,
              proc: Path | None = Path("/proc")) -> Report:
     """Check ``a``'s home; with ``repair``, mend what can be mended. Never raises for what it
     finds: every problem is a ``Finding``. ``which``, ``run`` and ``proc`` (the /proc root the
@@ -87,9 +91,9 @@ def run_checks(ctx: Ctx, checks: list[Check]) -> None:
 
 
 def diagnose_home(home: str | Path | None = None, *, repair: bool = False,
-                  env: dict[str, str] | None = None, clock=None,
+                  env: dict[str, str] | None = None, clock: Clock | None = None,
                   which: Callable[[str], str | None] = shutil.which,
-                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                  run: Callable[..., subprocess.CompletedProcess[Any]] = subprocess.run,
                   proc: Path | None = Path("/proc")) -> Report:
     """``diagnose`` for a home given by path, still reporting when its configuration is so
     broken that ``Awty`` cannot be built (then only the checks that need no settings run)."""
@@ -103,7 +107,10 @@ def diagnose_home(home: str | Path | None = None, *, repair: bool = False,
         return diagnose(a, repair=repair, env=env, which=which, run=run, proc=proc)
 
 
-def _without_settings(home, error: InvalidInput, *, repair, env, which, run, proc) -> Report:
+def _without_settings(home: str | Path | None, error: InvalidInput, *, repair: bool,
+                      env: dict[str, str], which: Callable[[str], str | None],
+                      run: Callable[..., subprocess.CompletedProcess[Any]],
+                      proc: Path | None) -> Report:
     home = Path(home).expanduser() if home else config_mod.default_home(env)
     report = Report(repair=repair)
     report.findings.append(check_home(home, repair, None))

@@ -111,7 +111,7 @@ class Ctx:
     now: datetime
     env: dict[str, str]
     which: Callable[[str], str | None]
-    run: Callable[..., subprocess.CompletedProcess]
+    run: Callable[..., subprocess.CompletedProcess[Any]]
     report: Report
     view: Awty | None = None  # read-only: never creates, migrates or chmods anything
 

@@ -5,6 +5,7 @@ boundaries, work left in past slots."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import partial
 
 from ..api import Awty
 from ..errors import AwtyError
@@ -110,7 +111,7 @@ def check_resolution(ctx: Ctx) -> Finding:
 def _reslot(ctx: Ctx, slot: datetime, res: int, t: Tally) -> None:
     a, target = ctx.a, slot_for(slot, res)
     for job_id in sorted(a.store.slot_ids(slot)):
-        t.attempt(lambda job_id=job_id: _move(a, job_id, slot, target, ctx.now), True)
+        t.attempt(partial(_move, a, job_id, slot, target, ctx.now), True)
     a.tree.remove_slot_if_empty(slot)
 
 

@@ -7,10 +7,12 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from ..api import Awty
 from ..clock import file_time_now
+from ..slotdir import Entry
 from ..slots import current_slot, slot_id
 from .base import RETIRED_AGE, TEMP_FILE_AGE, Ctx, Finding, Tally
 
@@ -70,10 +72,10 @@ def check_retired(ctx: Ctx) -> list[Finding]:
                 continue  # deleted while we looked
             if age > RETIRED_AGE:
                 stale.note(path.name)
-                stale.attempt(lambda path=path: shutil.rmtree(path), ctx.repair)
+                stale.attempt(partial(shutil.rmtree, path), ctx.repair)
         else:
             cut.note(path.name)
-            cut.attempt(lambda path=path: ctx.a.tree.restore_retired(path), ctx.repair)
+            cut.attempt(partial(ctx.a.tree.restore_retired, path), ctx.repair)
     out = [stale.finding("retired slots", "no finished slot directory left undeleted",
                          f"finished slot director(y/ies) not deleted after {RETIRED_AGE:.0f}s",
                          ("deletes them", "deleted"), ctx.repair)]
@@ -92,24 +94,25 @@ def _check_slot(ctx: Ctx, slot: datetime, in_db: bool, t: _TreeTally) -> None:
     names = {e.job_id for e in entries if e.job_id}
     for job_id in sorted(here - names):
         t.missing.note(f"{sid}/{job_id}")
-        t.missing.attempt(lambda job_id=job_id: _write_envelope(a, job_id, slot), ctx.repair)
+        t.missing.attempt(partial(_write_envelope, a, job_id, slot), ctx.repair)
     strangers = [e for e in entries if e.job_id not in here]
     known = ctx.store.find(e.job_id for e in strangers if e.job_id) if strangers else {}
     for e in strangers:
         if e.job_id in known and known[e.job_id] is None:
             t.orphans.note(f"{sid}/{e.name}")
-            t.orphans.attempt(lambda e=e: a.tree.remove_entry(e), ctx.repair)
+            t.orphans.attempt(partial(a.tree.remove_entry, e), ctx.repair)
         elif e.job_id in known:
             right = known[e.job_id]
+            assert right is not None  # the branch above took the unknown ones
             t.strays.note(f"{sid}/{e.name} (belongs in {slot_id(right)})")
-            t.strays.attempt(lambda e=e, right=right: _move_stray(a, e, right), ctx.repair)
+            t.strays.attempt(partial(_move_stray, a, e, right), ctx.repair)
         else:
             t.drop_ins.note(f"{sid}/{e.name}")
-            t.past_drop_ins += slot < t.current
+            t.past_drop_ins += slot < t.current  # type: ignore[operator]  # set at start
     for path in a.tree.temp_files(slot):
         if _age(path) > TEMP_FILE_AGE:
             t.temps.note(f"{sid}/{path.name}")
-            t.temps.attempt(lambda path=path: _unlink(path), ctx.repair)
+            t.temps.attempt(partial(_unlink, path), ctx.repair)
     if ctx.repair:
         a.tree.remove_slot_if_empty(slot)
 
@@ -120,8 +123,9 @@ def _write_envelope(a: Awty, job_id: str, slot: datetime) -> None:
         a.tree.write(job)
 
 
-def _move_stray(a: Awty, entry, right: datetime) -> None:
+def _move_stray(a: Awty, entry: Entry, right: datetime) -> None:
     a.tree.remove_entry(entry)
+    assert entry.job_id is not None  # a stray was found by its id
     if not (a.tree.slot_path(right) / entry.name).exists():
         _write_envelope(a, entry.job_id, right)
 

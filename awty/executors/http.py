@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from json.encoder import encode_basestring_ascii as _json_str  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii as _json_str
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 import httptools
@@ -117,7 +118,7 @@ class _Conn(asyncio.Protocol):
         self.keep_alive = False
 
     # asyncio.Protocol
-    def connection_made(self, transport):  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
@@ -232,7 +233,7 @@ class _Pool:
         self.sem = asyncio.Semaphore(limit)
         self.breaker = Breaker()
         self.proxy = proxy
-        self.addrs: list[tuple[int, tuple]] | None = None
+        self.addrs: list[tuple[int, tuple[Any, ...]]] | None = None
         self.refusal: str | None = None
         self.dns_error: str | None = None
         self.resolving: asyncio.Task[None] | None = None
@@ -474,7 +475,7 @@ class HttpExecutor:
                        loop: asyncio.AbstractEventLoop, t0: float) -> Result:
         data = self._request(job, attempt, t)
         if data.__class__ is str:
-            return Result(Answer.FAIL, error=data, duration=_monotonic() - t0)  # type: ignore
+            return Result(Answer.FAIL, error=data, duration=_monotonic() - t0)
         conn = None
         idle = pool.idle
         while idle:
@@ -487,7 +488,7 @@ class HttpExecutor:
         if conn is None:
             got = await self._connect(pool, loop, t0)
             if got.__class__ is Result:
-                return got  # type: ignore[return-value]
+                return got
             conn = got  # type: ignore[assignment]
         while True:
             try:
@@ -500,7 +501,7 @@ class HttpExecutor:
                     reused = False
                     got = await self._connect(pool, loop, t0)
                     if got.__class__ is Result:
-                        return got  # type: ignore[return-value]
+                        return got
                     conn = got  # type: ignore[assignment]
                     continue
                 self._failed(t, pool)
@@ -595,7 +596,7 @@ class HttpExecutor:
         return ctx
 
     async def _proxy_addrs(self, proxy: Proxy, loop: asyncio.AbstractEventLoop
-                           ) -> list[tuple[int, tuple]]:
+                           ) -> list[tuple[int, tuple[Any, ...]]]:
         """The proxy's addresses: the operator's choice, so not checked by netguard."""
         infos = await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM,
                                        proto=socket.IPPROTO_TCP)
@@ -613,12 +614,12 @@ class HttpExecutor:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             pool.dns_error = f"cannot resolve host {pool.host}: {detail}"
             return
-        addrs: list[tuple[int, tuple]] = []
+        addrs: list[tuple[int, tuple[Any, ...]]] = []
         seen = set()
         for family, _type, _proto, _name, sockaddr in infos:
             if family not in (socket.AF_INET, socket.AF_INET6):
                 continue
-            ip = sockaddr[0]
+            ip = cast(str, sockaddr[0])  # AF_INET and AF_INET6 addresses start with the host
             reason = netguard.address_refusal(ip, self._settings)
             if reason is not None:
                 pool.refusal = f"host {pool.host} resolves to a refused address: {reason}"

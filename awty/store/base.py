@@ -42,6 +42,7 @@ Locks
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -115,13 +116,13 @@ class Store(Protocol):
         """Ids of every job (any status) whose next_check_at is ``slot``."""
 
     def slots_with_work(self, *, since: datetime | None = None,
-                        until: datetime | None = None) -> list[tuple[datetime, int]]:
+                        until: datetime | None = None) -> builtins.list[tuple[datetime, int]]:
         """(slot, job count) for slots holding jobs, oldest first, within [since, until]. Uses
         the slot index: the cost follows the rows in range, not the table."""
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
                 key: str | None = None, since: datetime | None = None,
-                limit: int | None = None) -> list[HistoryRow]:
+                limit: int | None = None) -> builtins.list[HistoryRow]:
         """Ended jobs, newest first."""
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
@@ -129,7 +130,7 @@ class Store(Protocol):
         """Pending work at ``now`` (``current`` is the current slot) and what ended or ran
         since ``since``; lateness percentiles over the executions in that window."""
 
-    def leases(self, now: datetime) -> list[LeaseGroup]:
+    def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         """Jobs in flight grouped by owner, with how many leases expired and whether the
         owner is alive (None where the store cannot tell: SQLite, an owner that never
         opened a session; PostgreSQL answers False, no session lock being held)."""
@@ -167,23 +168,23 @@ class Store(Protocol):
         """The lock a run of ``slot`` (or one shard: (index, count), 0-based) takes."""
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
-              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
+              limit: int, shard: tuple[int, int] | None = None) -> builtins.list[Job]:
         """Lease up to ``limit`` jobs of ``slot`` (pending, or in flight and taken over: see
         the rules), in (next_check_at, id) order. ``shard`` keeps only the jobs whose
         ``ids.shard_of(id, count) == index``."""
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
-                  lease_until: datetime) -> list[Job]:
+                  lease_until: datetime) -> builtins.list[Job]:
         """Lease the named jobs whatever their slot (``awty run ID``), on the same terms as
         ``claim``; ids not claimable are left out."""
 
-    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
+    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> builtins.list[str]:
         """Mark claimed jobs as started, just before executing them; returns those still
         claimed by ``owner``, in the order given. A job left out was cancelled, rescheduled
         or taken over since its claim: it must not run."""
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
-               executions: Sequence[Execution] = ()) -> list[Decision]:
+               executions: Sequence[Execution] = ()) -> builtins.list[Decision]:
         """Apply decisions (and record executions) for jobs still leased by ``owner``, in one
         transaction; returns the ones applied."""
 
