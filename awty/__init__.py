@@ -12,13 +12,15 @@ from ._version import __version__
 
 __all__ = ["Awty", "AddResult", "AwtyError", "InvalidInput", "JobNotFound", "Conflict", "Busy",
            "Job", "Outcome", "Kind", "CancelResult", "HistoryRow", "SlotSummary", "StoreStats",
-           "Clock", "FixedClock", "__version__"]
+           "RunSummary", "Clock", "FixedClock", "__version__"]
 
 if TYPE_CHECKING:
     from .api import AddResult, Awty
     from .clock import Clock, FixedClock
     from .errors import AwtyError, Busy, Conflict, InvalidInput, JobNotFound
-    from .model import CancelResult, HistoryRow, Job, Kind, Outcome, SlotSummary, StoreStats
+    from .model import (
+        CancelResult, HistoryRow, Job, Kind, Outcome, RunSummary, SlotSummary, StoreStats,
+    )
 
 # Where each lazily loaded name lives: importing awty stays cheap (`awty add` start-up).
 _LAZY = {
@@ -27,6 +29,7 @@ _LAZY = {
     "Conflict": "errors", "Busy": "errors",
     "Job": "model", "Outcome": "model", "Kind": "model", "CancelResult": "model",
     "HistoryRow": "model", "SlotSummary": "model", "StoreStats": "model",
+    "RunSummary": "model",
     "Clock": "clock", "FixedClock": "clock",
 }
 

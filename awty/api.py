@@ -16,7 +16,8 @@ from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
-    CancelResult, Execution, HistoryRow, Job, MisfirePolicy, SlotSummary, StoreStats,
+    CancelResult, Execution, HistoryRow, Job, MisfirePolicy, RunSummary, SlotSummary,
+    StoreStats,
 )
 from .safeio import write_new
 from .slotdir import SlotTree
@@ -411,6 +412,20 @@ class Awty:
 
         slot = slot if slot is not None else self.current_slot()
         return self.runner().run_slot(slot, RunOptions(shard=shard, dry_run=dry_run))
+
+    def run_now(self, ids: str | Iterable[str]) -> RunSummary:
+        """Fire these pending jobs now (``awty run ID…``), each as its slot's run would; ids
+        as ``resolve_id`` reads them. All or nothing: an unknown or ended job, or one a
+        runner is delivering, raises (``JobNotFound``, ``Conflict``) and nothing is sent;
+        an ambiguous prefix raises ``InvalidInput``. A job answering "check again" is
+        re-slotted as usual."""
+        wanted = list(dict.fromkeys(
+            self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)))
+        if not wanted:
+            raise InvalidInput("give at least one job id")
+        for job_id in wanted:
+            self.get_pending(job_id)  # unknown or ended: say which before anything is claimed
+        return self.runner().run_ids(wanted)
 
     def catchup(self, *, until: datetime | None = None, dry_run: bool = False,
                 misfire: str | None = None, misfire_grace: float | None = None,

@@ -267,6 +267,19 @@ class SlotSummary:
         }
 
 
+@dataclass
+class RunSummary(SlotSummary):
+    """What ``Awty.run_now`` did (``awty run ID…``): a slot run's counts, and what became of
+    each job: ``{"id", "outcome", "reason", "status", "next_check_at"}``, where outcome is an
+    ``Outcome`` value for a job that ended, else ``rechecked``, ``retried`` or ``deferred``
+    (``next_check_at``: the slot it waits in now)."""
+
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**SlotSummary.to_dict(self), "jobs": [dict(j) for j in self.jobs]}
+
+
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> 2 characters
 _SHIFTS = range(120, -10, -10)

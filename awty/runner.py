@@ -35,6 +35,7 @@ from .model import (
     Outcome,
     Reslot,
     Result,
+    RunSummary,
     SlotSummary,
 )
 from .policy import decide, limits, misfired, quick_retry_delay
@@ -162,6 +163,86 @@ class Runner:
                 self.tree.purge_retired()
         out.seconds = monotonic() - started
         return out
+
+    # -- awty run ID… -----------------------------------------------------------------------
+    def run_ids(self, ids: list[str]) -> RunSummary:
+        """Fire these jobs now, whatever their slot, as their slot's run would: same signing,
+        guards, decisions, history, leases and owner session (``IdsRun``). No slot lock: it
+        only keeps two runners off one slot's claim queue; what stops a job being sent twice
+        is its lease, which ``claim_ids`` honours on the same terms as a slot's ``claim`` (a
+        job a live runner holds is refused here, and a job held here is skipped by the slot
+        run). The jobs may sit in several slots, so no slot is reconciled; their envelopes
+        follow the store as a slot run's do. Returns a ``RunSummary``."""
+        from .idsrun import IdsRun
+
+        summary = RunSummary(slot="now")
+        self.secret()  # an unreadable secret stops the run here, before anything is claimed
+        opts = RunOptions(misfire=MisfirePolicy.FIRE)  # asked for by hand: late is fine
+        executors: dict[Kind, Any] = {}
+        owner = new_owner()
+        run = IdsRun(
+            ids, store=self.store, clock=self.clock, settings=self.s,
+            slot=current_slot(self.clock.now(), self.s.resolution), owner=owner,
+            summary=summary,
+            # the job's own slot: what the receiver, AWTY_SLOT and history call it
+            execute=lambda job, out: self._execute(job, job.next_check_at, opts, executors, out),
+            recorded=lambda applied: self._recorded_ids(applied, summary),
+            on_job=lambda job_id: self.on_event("job", {"id": job_id}))
+
+        async def drive() -> None:
+            try:
+                await run.run()
+            finally:
+                for ex in executors.values():
+                    await ex.close()
+
+        started = monotonic()
+        try:
+            with self.store.owner_session(owner):
+                _run_async(drive())
+        finally:
+            summary.seconds = monotonic() - started
+            self._settle_ids(run.claimed, summary)
+        self._log_slot(summary)
+        return summary
+
+    def _recorded_ids(self, applied: list[Decision], summary: RunSummary) -> None:
+        self._apply_files(applied, summary)
+        for d in applied:
+            result = d.result
+            reason: str | None
+            at: str | None
+            if isinstance(d, End):
+                outcome, reason, at = d.outcome.value, d.reason, None
+            else:
+                outcome = ("deferred" if result is not None and result.deferred else
+                           "rechecked" if result is not None and result.answer is Answer.RECHECK
+                           else "retried")
+                reason, at = d.error or (result.error if result else None), iso(d.next_check_at)
+            summary.jobs.append({"id": d.job.id, "outcome": outcome, "reason": reason,
+                                 "status": result.status if result else None,
+                                 "next_check_at": at})
+
+    def _settle_ids(self, slots: dict[str, datetime], summary: SlotSummary) -> None:
+        """The recorded jobs' envelopes leave the slots they were in, unless the job was
+        re-slotted into that same slot (due in the next slot, re-checked into it): there the
+        file is already the new envelope."""
+        done, self._done = self._done, []
+        if not done or self.tree is None:  # no slot tree (PostgreSQL): nothing to follow
+            return
+        try:
+            where = self.store.find(done)
+        except AwtyError:
+            return  # the files stay as orphans: the next run of their slot removes them
+        by_slot: dict[datetime, list[str]] = {}
+        for job_id in done:
+            if job_id in slots and where.get(job_id) != slots[job_id]:
+                by_slot.setdefault(slots[job_id], []).append(job_id)
+        trouble: list[OSError] = []
+        for slot, job_ids in by_slot.items():
+            trouble += self.tree.remove_many(job_ids, slot)
+            self.tree.remove_slot_if_empty(slot)
+        self._warn_tree(trouble, summary)
 
     def _dry_run(self, slot, now, summary, opts) -> SlotSummary:
         jobs = [j for j in self.store.list(slot=slot)

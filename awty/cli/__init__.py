@@ -2,7 +2,7 @@
 
 - ``options``: the app settings, shared options, opening an ``Awty``, errors -> exit codes
 - ``jobs``: add, cancel, reschedule, list, show, history, retry
-- ``runs``: slots, run-slot, catchup
+- ``runs``: slots, run, run-slot, catchup
 - ``ops``: init, doctor, crontab, stats, prune, export, import, version
 - ``secret``: secret new, verify
 - ``setup``: completion, systemd
@@ -27,7 +27,8 @@ from .options import new_app
 # imports only NAME's module; the whole app checks this table against the modules.
 COMMANDS = {
     "init": "ops", "add": "jobs", "cancel": "jobs", "reschedule": "jobs", "list": "jobs",
-    "show": "jobs", "slots": "runs", "run-slot": "runs", "catchup": "runs", "history": "jobs",
+    "show": "jobs", "slots": "runs", "run": "runs", "run-slot": "runs", "catchup": "runs",
+    "history": "jobs",
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
     "stats": "ops", "prune": "ops", "export": "ops", "import": "ops", "systemd": "setup",
     "completion": "setup",
