@@ -229,6 +229,7 @@ class StoreHealth:
     schema_version: int
     detail: str  # e.g. "PRAGMA integrity_check: ok", "PostgreSQL 15.2 at /run/…, schema awty"
     problems: tuple[str, ...] = ()
+    expected_version: int = 0  # the schema version this awty's store writes (doctor compares)
 
 
 @dataclass

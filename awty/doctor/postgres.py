@@ -50,7 +50,7 @@ def check_dropins_off(ctx: Ctx) -> Finding:
     if waiting:
         return Finding("drop-ins", True, f"off with PostgreSQL, yet {tree} holds {waiting} "
                        "envelope file(s) that no runner reads: add them with `awty add "
-                       "--from FILE` (or `awty import`), then delete them", warning=True)
+                       "--batch` (one JSON object per line), then delete them", warning=True)
     return Finding("drop-ins", True, "off: drop-in envelope files are a single-host feature; "
                    "with PostgreSQL every host adds with `awty add` or the Python API")
 

@@ -11,7 +11,6 @@ from ..api import Awty
 from ..errors import AwtyError
 from ..model import StoreHealth
 from ..slots import current_slot, is_boundary, slot_for, slot_id
-from ..store import migrations
 from .base import Ctx, Finding, SAMPLES, Tally, tree_of
 
 
@@ -24,7 +23,7 @@ def check_schema_and_integrity(ctx: Ctx) -> bool:
         ctx.add(Finding("schema", False, f"cannot read {ctx.a.db_path}: {e}"))
         return False
     version, sound = health.schema_version, not health.problems
-    want = migrations.SCHEMA_VERSION
+    want = health.expected_version
     if version > want:
         ctx.add(Finding("schema", False, f"version {version} is newer than this awty "
                         f"understands ({want}): upgrade awty"))

@@ -141,14 +141,14 @@ class PostgresStore:
                     v = pg_migrations.current_version(cur, self.schema)
         except psycopg.Error as e:
             return StoreHealth(False, 0, f"PostgreSQL at {self.where}: unreachable",
-                               (_one_line(e),))
+                               (_one_line(e),), pg_migrations.LATEST)
         detail = f"PostgreSQL {version} at {at}, database {db}, schema {self.schema}"
         problems: tuple[str, ...] = ()
         if v == 0:
             problems = (f'no awty schema "{self.schema}": run `awty init`',)
         elif v != pg_migrations.LATEST:
             problems = (f"schema version {v}, this awty needs {pg_migrations.LATEST}",)
-        return StoreHealth(not problems, v, detail, problems)
+        return StoreHealth(not problems, v, detail, problems, pg_migrations.LATEST)
 
     def close(self) -> None:
         for conn in self._sessions.values():

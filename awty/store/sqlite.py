@@ -105,8 +105,9 @@ class SQLiteStore:
         try:
             version = self.schema_version()
         except sqlite3.Error as e:
-            return StoreHealth(False, 0, f"cannot read {self.path}: {e}", (str(e),))
-        return sqlite_reports.check(self.conn, version)
+            return StoreHealth(False, 0, f"cannot read {self.path}: {e}", (str(e),),
+                               migrations.SCHEMA_VERSION)
+        return sqlite_reports.check(self.conn, version, migrations.SCHEMA_VERSION)
 
     def close(self) -> None:
         self.conn.close()
