@@ -10,26 +10,34 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-__all__ = ["Awty", "AwtyError", "InvalidInput", "JobNotFound", "Conflict", "Busy",
-           "Job", "Outcome", "Kind", "__version__"]
+__all__ = ["Awty", "AddResult", "AwtyError", "InvalidInput", "JobNotFound", "Conflict", "Busy",
+           "Job", "Outcome", "Kind", "CancelResult", "HistoryRow", "SlotSummary", "StoreStats",
+           "RunSummary", "Clock", "FixedClock", "__version__"]
 
 if TYPE_CHECKING:
-    from .api import Awty
+    from .api import AddResult, Awty
+    from .clock import Clock, FixedClock
     from .errors import AwtyError, Busy, Conflict, InvalidInput, JobNotFound
-    from .model import Job, Kind, Outcome
+    from .model import (
+        CancelResult, HistoryRow, Job, Kind, Outcome, RunSummary, SlotSummary, StoreStats,
+    )
+
+# Where each lazily loaded name lives: importing awty stays cheap (`awty add` start-up).
+_LAZY = {
+    "Awty": "api", "AddResult": "api",
+    "AwtyError": "errors", "InvalidInput": "errors", "JobNotFound": "errors",
+    "Conflict": "errors", "Busy": "errors",
+    "Job": "model", "Outcome": "model", "Kind": "model", "CancelResult": "model",
+    "HistoryRow": "model", "SlotSummary": "model", "StoreStats": "model",
+    "RunSummary": "model",
+    "Clock": "clock", "FixedClock": "clock",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Awty":
-        from .api import Awty
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    from importlib import import_module
 
-        return Awty
-    if name in ("AwtyError", "InvalidInput", "JobNotFound", "Conflict", "Busy"):
-        from . import errors
-
-        return getattr(errors, name)
-    if name in ("Job", "Outcome", "Kind"):
-        from . import model
-
-        return getattr(model, name)
-    raise AttributeError(name)
+    return getattr(import_module(f".{module}", __name__), name)

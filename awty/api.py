@@ -3,43 +3,66 @@ and runner together, returns data and raises ``AwtyError``s; it never prints."""
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
-from .model import CancelResult, Execution, HistoryRow, Job, MisfirePolicy, SlotSummary
+from .model import (
+    CancelResult, Execution, HistoryRow, Job, MisfirePolicy, RunSummary, SlotSummary,
+    StoreStats,
+)
+from .safeio import write_new
 from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for
 from .store.base import Store
 from .when import parse_since
 
+if TYPE_CHECKING:
+    from logging import Logger
+    from typing import IO
+
+    from .transfer import Moved
+
+    from .runner import CatchupSummary, Runner
+
+# A duration the API accepts: a timedelta, a number of seconds, or text (``90s``, ``2h``,
+# ``2 hours``, ``PT2H``).
+Duration = str | float | timedelta
+
 
 @dataclass(frozen=True)
 class AddResult:
+    """What ``Awty.add`` / ``add_many`` give back for one job."""
+
     job: Job
     created: bool  # False: the idempotency key named an existing job
     dry_run: bool = False
 
     @property
     def slot(self) -> datetime:
+        """The slot the job runs in (its first check)."""
         return self.job.next_check_at
 
 
 class Awty:
-    """``Awty(home=None, clock=None)``. ``home`` defaults to AWTY_HOME, else
-    ``$XDG_DATA_HOME/awty``; ``clock`` to the system clock (or AWTY_NOW when set)."""
+    """``Awty(home=None, clock=None, database_url=None)``. ``home`` defaults to AWTY_HOME,
+    else ``$XDG_DATA_HOME/awty``; ``clock`` to the system clock (or AWTY_NOW when set).
+    ``database_url`` (or the setting, or AWTY_DATABASE_URL) puts the jobs in PostgreSQL
+    instead of ``home/awty.db``; home then keeps only settings, secret and log, and there is
+    no slot tree (drop-in envelopes are a single-host feature)."""
 
     def __init__(self, home: str | Path | None = None, clock: Clock | None = None, *,
                  env: dict[str, str] | None = None, tz: tzinfo | None = None,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                 **overrides: Any):
+                 **overrides: Any) -> None:
         self.env = dict(os.environ) if env is None else env
         self.home = Path(home).expanduser() if home else config_mod.default_home(self.env)
         self.clock = clock or default_clock(self.env)
@@ -48,23 +71,30 @@ class Awty:
         self.settings = config_mod.load(self.home, self.env, overrides)
         self._store: Store | None = None
         self._read_only = False
-        self.tree = SlotTree(self.home)
-        self._log = None
+        # The one thing the runner and the rest learn about the store: is there a slot tree?
+        self.tree: SlotTree | None = None if self.settings.database_url else SlotTree(self.home)
+        self._log: Logger | None = None
 
     # -- wiring ---------------------------------------------------------------------------
     @property
     def db_path(self) -> Path:
+        """The SQLite database in home."""
         return self.home / "awty.db"
 
     @property
+    def on_postgres(self) -> bool:
+        """True when this home's jobs live in PostgreSQL (``database_url``), not SQLite."""
+        return self.settings.database_url is not None
+
+    @property
     def store(self) -> Store:
+        """The store, opened (and home created) on first use."""
         if self._store is None:
             if self._read_only:
-                self._store = open_store(self.db_path, self.settings.busy_timeout,
-                                         create=False, migrate=False)
+                self._store = open_store(self, create=False, migrate=False)
             else:
                 ensure_home(self.home)
-                self._store = open_store(self.db_path, self.settings.busy_timeout)
+                self._store = open_store(self)
         return self._store
 
     def read_only(self) -> Awty:
@@ -72,12 +102,14 @@ class Awty:
         without ``--repair``): its store opens an existing database as it is, and a missing
         one raises ``StoreError``. Close it on its own."""
         view = Awty(self.home, self.clock, env=self.env, tz=self.tz)
-        view.settings = self.settings
+        view.settings, view.tree = self.settings, self.tree
         view._read_only = True
         return view
 
     def close(self) -> None:
-        self.tree.close()
+        """Close the store and the slot tree; the object can be used again afterwards."""
+        if self.tree is not None:
+            self.tree.close()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -89,38 +121,63 @@ class Awty:
         self.close()
 
     def init(self) -> list[str]:
-        """Create home (0700), the database (0600), the slot tree and a commented awty.toml.
+        """Create home (0700), the database (0600), the slot tree and a commented awty.toml;
+        on PostgreSQL, create or migrate the schema instead of the database and tree.
         Returns what was created."""
         made = []
         if not self.home.exists():
             made.append(str(self.home))
         ensure_home(self.home)
-        if not self.db_path.exists():
+        if self.on_postgres and self._store is None:
+            from .errors import StoreError
+
+            try:
+                self._store = open_store(self)
+            except StoreError as e:
+                if "awty init" not in str(e):  # unreachable, refused: not init's to mend
+                    raise
+                self._store = open_store(self, init=True)
+                made.append(self.where)
+        elif not self.db_path.exists():
             made.append(str(self.db_path))
         _ = self.store
         cfg = self.home / config_mod.CONFIG_NAME
-        if config_mod.write_template(cfg):
+        if write_new(cfg, config_mod.TEMPLATE.encode()):  # never over a file or a planted link
             made.append(str(cfg))
-        (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
+        if self.tree is not None:
+            (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
         return made
+
+    @property
+    def where(self) -> str:
+        """Where the jobs live, for messages: the database file, or the PostgreSQL schema."""
+        if not self.on_postgres:
+            return str(self.db_path)
+        at = getattr(self._store, "where", None)  # host:port/db, once the store is open
+        return f'PostgreSQL{" " + at if at else ""}, schema "{self.settings.database_schema}"'
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, target: str, *, at: str | datetime | None = None,
-            in_: str | float | None = None, kind: str = "http", payload: Any = None,
+            in_: Duration | None = None, kind: str = "http", payload: Any = None,
             payload_json: str | None = None, entity: str | None = None, key: str | None = None,
-            idempotency_key: str | None = None, headers: dict | list | None = None,
-            max_checks: int | None = None, horizon: str | float | None = None,
-            timeout: str | float | None = None, max_attempts: int | None = None,
-            misfire_grace: str | float | None = None, cwd: str | None = None,
+            idempotency_key: str | None = None,
+            headers: dict[str, str] | builtins.list[str] | tuple[str, ...] | None = None,
+            max_checks: int | None = None, horizon: Duration | None = None,
+            timeout: Duration | None = None, max_attempts: int | None = None,
+            misfire_grace: Duration | None = None, cwd: str | None = None,
             dry_run: bool = False) -> AddResult:
+        """Add one job due ``at`` (a time as ``--at`` reads it, or a datetime) or ``in_`` (a
+        duration). ``kind`` is http, exec or python; ``target`` the URL, command or
+        ``module:function``. Raises ``InvalidInput`` (nothing stored) for a bad field.
+        ``idempotency_key``: adding the same job again returns it with ``created=False``."""
         spec: dict[str, Any] = {"target": target, "kind": kind, "entity": entity, "key": key,
                                 "idempotency_key": idempotency_key, "headers": headers,
-                                "max_checks": max_checks, "horizon": horizon,
-                                "timeout": timeout, "max_attempts": max_attempts,
-                                "misfire_grace": misfire_grace, "cwd": cwd}
+                                "max_checks": max_checks, "horizon": _seconds(horizon),
+                                "timeout": _seconds(timeout), "max_attempts": max_attempts,
+                                "misfire_grace": _seconds(misfire_grace), "cwd": cwd}
         if isinstance(at, datetime):
             at = at.isoformat()
-        spec["at"], spec["in"] = at, in_
+        spec["at"], spec["in"] = at, _seconds(in_)
         if payload_json is not None:
             spec["payload_json"] = payload_json
         else:
@@ -151,6 +208,8 @@ class Awty:
         if dry_run:
             return [AddResult(j, True, True) for j in jobs]
         added = self.store.add(jobs, fps)
+        if self.tree is None:
+            return [AddResult(a.job, a.created) for a in added]
         try:
             self.tree.write_many(a.job for a in added if a.created)
         except OSError as e:
@@ -172,6 +231,7 @@ class Awty:
         return result
 
     def cancel_entity(self, entity: str, key: str | None = None) -> CancelResult:
+        """Cancel every pending job of ``entity`` (and ``key``, when given)."""
         result = self.store.cancel_entity(entity, key, self.clock.now())
         self._drop_envelopes(result.cancelled)
         return result
@@ -200,6 +260,8 @@ class Awty:
     def _drop_envelopes(self, jobs: list[Job]) -> None:
         """The store has ended these jobs; their files go, and slots left empty with them. A
         file that stays is an orphan the next run of its slot removes."""
+        if self.tree is None:
+            return
         by_slot: dict[datetime, list[str]] = {}
         for j in jobs:
             by_slot.setdefault(j.next_check_at, []).append(j.id)
@@ -207,15 +269,21 @@ class Awty:
             self.tree.remove_many(ids, slot)
             self.tree.remove_slot_if_empty(slot)
 
-    def reschedule(self, job_id: str, *, at: str | None = None,
-                   in_: str | float | None = None) -> Job:
+    def reschedule(self, job_id: str, *, at: str | datetime | None = None,
+                   in_: Duration | None = None) -> Job:
+        """Move a pending job to ``at`` or ``in_`` from now (as ``add`` reads them); raises
+        ``JobNotFound`` for a job that is not pending."""
         now = self.clock.now()
         from .jobspec import due_time
 
-        due = due_time({"at": at, "in": in_}, now, self.settings, self.tz)
+        if isinstance(at, datetime):
+            at = at.isoformat()
+        due = due_time({"at": at, "in": _seconds(in_)}, now, self.settings, self.tz)
         job_id = self.resolve_id(job_id)
         old = self.get_pending(job_id)
         job = self.store.reschedule(job_id, slot_for(due, self.settings.resolution), now)
+        if self.tree is None:
+            return job
         self.tree.write(job)
         if old.next_check_at != job.next_check_at:
             self.tree.remove(job.id, old.next_check_at)
@@ -228,7 +296,8 @@ class Awty:
         out = []
         for job_id in [self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)]:
             job = self.store.retry(job_id, next_slot_after(now, self.settings.resolution), now)
-            self.tree.write(job)
+            if self.tree is not None:
+                self.tree.write(job)
             out.append(job)
         return out
 
@@ -245,6 +314,8 @@ class Awty:
         return rows
 
     def get_pending(self, job_id: str) -> Job:
+        """The pending job with this exact id; raises ``JobNotFound`` (saying so when it has
+        ended)."""
         job = self.store.get(job_id)
         if job is None:
             if self.store.get_history(job_id):
@@ -253,11 +324,13 @@ class Awty:
         return job
 
     def executions(self, job_id: str) -> list[Execution]:
+        """Every delivery attempt of a job (id or unique prefix), oldest first."""
         return self.store.executions(self.resolve_id(job_id))
 
     def list(self, *, status: str | None = None, slot: datetime | None = None,
              entity: str | None = None, key: str | None = None, kind: str | None = None,
              limit: int | None = None, until: datetime | None = None) -> Iterator[Job]:
+        """Pending jobs matching every filter given, in run order (``(next_check_at, id)``)."""
         return self.store.list(status=status, slot=slot, until=until, entity=entity, key=key,
                                kind=kind, limit=limit)
 
@@ -268,12 +341,15 @@ class Awty:
         return self.store.count(status=status, slot=slot, until=until, entity=entity, key=key,
                                 kind=kind)
 
-    def slots(self) -> list[tuple[datetime, int]]:
+    def slots(self) -> builtins.list[tuple[datetime, int]]:
+        """Slots that hold pending work, oldest first, with their number of jobs."""
         return self.store.slots_with_work()
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
                 key: str | None = None, since: datetime | None = None,
-                limit: int | None = None) -> list[HistoryRow]:
+                limit: int | None = None) -> builtins.list[HistoryRow]:
+        """Ended jobs matching every filter given (``since``: ended at or after), newest
+        first."""
         return self.store.history(outcome=outcome, entity=entity, key=key, since=since,
                                   limit=limit)
 
@@ -285,8 +361,35 @@ class Awty:
         except (ValueError, OverflowError) as e:
             raise InvalidInput(str(e)) from None
 
+    def stats(self, *, window: timedelta = timedelta(days=1),
+              next_slots: int = 5) -> StoreStats:
+        """Pending work now and what ended or ran over the last ``window`` (the figures
+        ``awty stats`` shows), with the first ``next_slots`` slots holding work."""
+        if window <= timedelta(0):
+            raise InvalidInput("window must be more than zero")
+        now = self.clock.now()
+        return self.store.stats(now=now, since=now - window,
+                                current=current_slot(now, self.settings.resolution),
+                                next_slots=next_slots)
+
+    # -- moving a home ----------------------------------------------------------------------
+    def export(self, out: IO[str]) -> Moved:
+        """Write pending jobs and history as JSON lines to ``out`` (``transfer``); returns the
+        counts written."""
+        from .transfer import export
+
+        return export(self.store, out)
+
+    def import_export(self, lines: Iterable[str]) -> Moved:
+        """Load what ``export`` wrote (from either store) into this home's empty store;
+        returns the counts, checked against the export's own."""
+        from .transfer import load
+
+        return load(self.store, self.tree, self.where, lines)
+
     # -- running --------------------------------------------------------------------------
-    def runner(self):
+    def runner(self) -> Runner:
+        """A ``Runner`` for this home (what ``run_slot`` and ``catchup`` use)."""
         from .runner import Runner
 
         return Runner(store=self.store, tree=self.tree, settings=self.settings, clock=self.clock,
@@ -298,18 +401,37 @@ class Awty:
         return load_secret(self.settings, self.env)
 
     def current_slot(self) -> datetime:
+        """The slot ``now`` falls in."""
         return current_slot(self.clock.now(), self.settings.resolution)
 
     def run_slot(self, slot: datetime | None = None, *, shard: tuple[int, int] | None = None,
                  dry_run: bool = False) -> SlotSummary:
+        """Fire one slot (default: the current one) as cron does; ``shard=(i, n)`` runs the
+        i-th of n shards. Raises ``Busy`` when another runner holds the slot."""
         from .runner import RunOptions
 
         slot = slot if slot is not None else self.current_slot()
         return self.runner().run_slot(slot, RunOptions(shard=shard, dry_run=dry_run))
 
+    def run_now(self, ids: str | Iterable[str]) -> RunSummary:
+        """Fire these pending jobs now (``awty run ID…``), each as its slot's run would; ids
+        as ``resolve_id`` reads them. All or nothing: an unknown or ended job, or one a
+        runner is delivering, raises (``JobNotFound``, ``Conflict``) and nothing is sent;
+        an ambiguous prefix raises ``InvalidInput``. A job answering "check again" is
+        re-slotted as usual."""
+        wanted = list(dict.fromkeys(
+            self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)))
+        if not wanted:
+            raise InvalidInput("give at least one job id")
+        for job_id in wanted:
+            self.get_pending(job_id)  # unknown or ended: say which before anything is claimed
+        return self.runner().run_ids(wanted)
+
     def catchup(self, *, until: datetime | None = None, dry_run: bool = False,
                 misfire: str | None = None, misfire_grace: float | None = None,
-                on_slot: Callable[[datetime, int], None] | None = None):
+                on_slot: Callable[[datetime, int], None] | None = None) -> CatchupSummary:
+        """Run every past slot holding work, oldest first, then the current one. ``misfire``
+        (fire or skip) overrides the setting for jobs past their grace."""
         from .runner import RunOptions
 
         if misfire not in (None, "fire", "skip"):
@@ -318,7 +440,8 @@ class Awty:
             dry_run=dry_run, misfire=MisfirePolicy(misfire) if misfire else None,
             misfire_grace=misfire_grace))
 
-    def logger(self):
+    def logger(self) -> Logger:
+        """The log file of this home (rotated by size)."""
         if self._log is None:
             from .logbook import open_log
 
@@ -326,14 +449,28 @@ class Awty:
         return self._log
 
 
-def open_store(path: Path, busy_timeout: float, *, create: bool = True,
-               migrate: bool = True) -> Store:
-    """The one place that names a store implementation. ``create=False``: a missing database
-    raises ``StoreError``; ``migrate=False``: an old schema is left as it is (doctor reads
-    it before deciding)."""
+def _seconds(value: Duration | None) -> str | float | None:
+    """A timedelta as seconds; text and numbers go on to the one duration parser as given."""
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def open_store(a: Awty, *, create: bool = True, migrate: bool = True,
+               init: bool = False) -> Store:
+    """The one place that names a store implementation: PostgreSQL when ``a`` has a database
+    URL (psycopg is imported only then), else SQLite in home. SQLite: ``create=False``: a
+    missing database raises ``StoreError``; ``migrate=False``: an old schema is left as it
+    is (doctor reads it before deciding). PostgreSQL: only ``awty init`` creates or migrates
+    the schema (``init=True``); everything else finds it or says to run
+    init, since many hosts share it."""
+    s = a.settings
+    if s.database_url:
+        from .store.postgres import PostgresStore
+
+        return PostgresStore(s.database_url, schema=s.database_schema,
+                             create=init)
     from .store.sqlite import SQLiteStore
 
-    return SQLiteStore(path, busy_timeout=busy_timeout, create=create, migrate=migrate)
+    return SQLiteStore(a.db_path, busy_timeout=s.busy_timeout, create=create, migrate=migrate)
 
 
 def ensure_home(home: Path) -> None:

@@ -5,49 +5,74 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import InvalidInput
 from .model import MisfirePolicy
-from .slots import check_resolution, parse_duration
+from .slots import check_resolution, format_duration, parse_duration
 
 CONFIG_NAME = "awty.toml"
 
 
+def _setting(default: Any, doc: str, example: str | None = None) -> Any:
+    """A field of ``Settings`` with what the awty.toml template says of it: ``doc``, and the
+    TOML text of an example value when the default is not one worth showing."""
+    return field(default=default, metadata={"doc": doc, "example": example})
+
+
 @dataclass(frozen=True)
 class Settings:
-    resolution: int = 15  # minutes; one of slots.RESOLUTIONS
-    concurrency: int = 128  # callbacks in flight per runner
-    per_host_concurrency: int = 32
-    timeout: float = 30.0  # seconds per execution, wall clock
-    max_checks: int = 5
-    horizon: float = 7 * 86400.0
-    max_attempts: int = 6
-    backoff: tuple[float, ...] = (10.0, 30.0, 120.0, 600.0, 1800.0)
-    quick_retries: int = 1  # in-run retries before a failure is re-slotted
-    quick_retry_max_delay: float = 5.0  # only backoff steps up to this run in the same run
-    max_payload_bytes: int = 4096
-    max_delay: float = 365 * 86400.0
-    max_response_bytes: int = 64 * 1024
-    allowed_callbacks: tuple[str, ...] = ()
-    deny_private_networks: bool = False
-    signing_secret_file: str | None = None
-    notify_command: str | None = None  # shell command run when a cron run has failures
-    misfire: MisfirePolicy = MisfirePolicy.FIRE
-    misfire_grace: float | None = None  # seconds; with misfire = "skip"
-    breaker_threshold: int = 5  # consecutive connect failures/timeouts that open a host's breaker
-    lease: float = 600.0  # seconds a claimed job stays with its runner before others may take it
-    batch_size: int = 1000  # jobs claimed / recorded per transaction
-    busy_timeout: float = 5.0  # seconds SQLite waits for a lock
-    history_output_bytes: int = 2000
-    log_max_bytes: int = 1_000_000
-    dropin_kinds: tuple[str, ...] = ("http",)  # kinds a dropped-in envelope may create
-    ca_file: str | None = None  # PEM bundle trusted for https callbacks (instead of the system's)
-    exec_env: bool = True  # exec jobs run in the environment they were added in, as `at` does
-    database_url: str | None = None  # postgresql://…: the PostgreSQL store instead of SQLite
-    database_schema: str = "awty"  # the PostgreSQL schema holding awty's tables
+    """Every setting, its default and its line in the awty.toml template (``TEMPLATE`` is
+    generated from these fields: a new setting documents itself there)."""
+
+    resolution: int = _setting(15, "minutes between slots: 1 2 3 4 5 6 10 12 15 20 30 60")
+    concurrency: int = _setting(128, "callbacks in flight per runner")
+    per_host_concurrency: int = _setting(32, "callbacks in flight per host")
+    timeout: float = _setting(30.0, "wall-clock deadline per execution")
+    max_checks: int = _setting(5, "re-checks a job may ask for before it ends as expired")
+    horizon: float = _setting(7 * 86400.0, "a re-check beyond now + horizon ends the job")
+    max_attempts: int = _setting(6, "attempts for retryable failures, then the job fails")
+    backoff: tuple[float, ...] = _setting((10.0, 30.0, 120.0, 600.0, 1800.0),
+                                          "delays between attempts")
+    quick_retries: int = _setting(1, "in-run retries before a failure is re-slotted")
+    quick_retry_max_delay: float = _setting(5.0, "only backoff steps up to this run in the "
+                                                 "same run")
+    max_payload_bytes: int = _setting(4096, "largest payload accepted at add")
+    max_delay: float = _setting(365 * 86400.0, "furthest due time accepted at add")
+    max_response_bytes: int = _setting(64 * 1024, "response bytes read per callback")
+    allowed_callbacks: tuple[str, ...] = _setting(
+        (), "URL prefixes callbacks must start with (empty: any http(s) URL)",
+        '["https://hooks.example.com/"]')
+    deny_private_networks: bool = _setting(False, "true refuses loopback and private ranges too")
+    signing_secret_file: str | None = _setting(None, "a 0600 file holding whsec_… (or "
+                                                     "AWTY_SIGNING_SECRET)",
+                                               '"/etc/awty/secret"')
+    notify_command: str | None = _setting(None, "shell command run when a cron run has "
+                                                "failures", """'mail -s "$1" me@example.com'""")
+    misfire: MisfirePolicy = _setting(MisfirePolicy.FIRE, 'or "skip": after downtime, jobs '
+                                      "later than misfire_grace expire", '"fire"')
+    misfire_grace: float | None = _setting(None, "with misfire = \"skip\" (default: one slot)",
+                                           '"1h"')
+    breaker_threshold: int = _setting(5, "failures (of the last 20, at least half) that open a "
+                                         "breaker")
+    lease: float = _setting(600.0, "how long a claimed job stays with its runner before others "
+                                   "may take it")
+    batch_size: int = _setting(1000, "jobs claimed / recorded per transaction")
+    busy_timeout: float = _setting(5.0, "how long SQLite waits for a lock")
+    history_output_bytes: int = _setting(2000, "output kept per history row")
+    log_max_bytes: int = _setting(1_000_000, "awty.log size before it rotates")
+    dropin_kinds: tuple[str, ...] = _setting(("http",), "kinds an envelope dropped into slots/ "
+                                                        "may create")
+    ca_file: str | None = _setting(None, "PEM bundle trusted for https callbacks, beside the "
+                                         "system's", '"/etc/awty/ca.pem"')
+    exec_env: bool = _setting(True, "exec jobs run in the environment they were added in, as "
+                                    "`at` does")
+    database_url: str | None = _setting(None, "several hosts: the PostgreSQL store instead of "
+                                              "SQLite", '"postgresql://awty@db.example.com/awty"')
+    database_schema: str = _setting("awty", "the PostgreSQL schema holding awty's tables")
 
 
 _DURATION_KEYS = {"timeout", "horizon", "max_delay", "misfire_grace", "lease", "busy_timeout",
@@ -162,7 +187,7 @@ def read_toml(home: Path) -> dict[str, Any]:
     return data
 
 
-def load(home: Path, env: dict[str, str] | None = None, flags: dict[str, Any] | None = None,
+def load(home: Path, env: Mapping[str, str] | None = None, flags: dict[str, Any] | None = None,
          *, file_data: dict[str, Any] | None = None) -> Settings:
     """Merge defaults < awty.toml < AWTY_* environment < flags, validating every value."""
     env = os.environ if env is None else env
@@ -186,15 +211,7 @@ def load(home: Path, env: dict[str, str] | None = None, flags: dict[str, Any] | 
     return replace(Settings(), **values)
 
 
-def write_template(path: Path) -> bool:
-    """Write the commented settings file ``init`` offers (0600), never over anything already
-    there, a symlink included. True when written."""
-    from .safeio import write_new
-
-    return write_new(path, TEMPLATE.encode())
-
-
-def default_home(env: dict[str, str] | None = None) -> Path:
+def default_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("AWTY_HOME"):
         return Path(env["AWTY_HOME"]).expanduser()
@@ -202,27 +219,27 @@ def default_home(env: dict[str, str] | None = None) -> Path:
     return Path(base) / "awty"
 
 
-TEMPLATE = """\
-# awty settings. Every key may also be set as AWTY_<KEY> in the environment.
-# resolution = 15            # minutes between slots: 1 2 3 4 5 6 10 12 15 20 30 60
-# concurrency = 128          # callbacks in flight per runner
-# per_host_concurrency = 32
-# timeout = "30s"            # wall-clock deadline per execution
-# max_checks = 5             # re-checks a job may ask for before it ends as expired
-# horizon = "7d"             # a re-check beyond now + horizon ends the job
-# max_attempts = 6           # attempts for retryable failures, then the job fails
-# backoff = ["10s", "30s", "2m", "10m", "30m"]
-# max_payload_bytes = 4096
-# max_delay = "365d"
-# allowed_callbacks = ["https://hooks.example.com/"]   # empty: any http(s) URL
-# deny_private_networks = false   # true refuses loopback and private ranges too
-# signing_secret_file = "/etc/awty/secret"              # or AWTY_SIGNING_SECRET
-# notify_command = 'mail -s "$1" me@example.com'        # run when a cron run has failures
-# misfire = "fire"           # or "skip": after downtime, jobs later than misfire_grace expire
-# misfire_grace = "1h"
-# dropin_kinds = ["http"]    # kinds an envelope dropped into slots/ may create
-# ca_file = "/etc/awty/ca.pem"   # trust this CA for https callbacks (default: the system's)
-# exec_env = true            # exec jobs run with the environment of their `add`, as `at` does
-# database_url = "postgresql://awty@db.example.com/awty"  # several hosts: PostgreSQL store
-# database_schema = "awty"
-"""
+def _toml(key: str, value: Any) -> str:
+    """A default as the TOML text a user would write for it."""
+    if isinstance(value, MisfirePolicy):
+        return f'"{value.value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml(key, v) for v in value) + "]"
+    if key in _DURATION_KEYS or key == "backoff":
+        return f'"{format_duration(value)}"'
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def _template() -> str:
+    lines = ["# awty settings. Every key may also be set as AWTY_<KEY> in the environment."]
+    for f in fields(Settings):
+        example = f.metadata["example"] or _toml(f.name, f.default)
+        lines.append(f"# {f.name} = {example}".ljust(40) + f"  # {f.metadata['doc']}")
+    return "\n".join(lines) + "\n"
+
+
+TEMPLATE = _template()

@@ -22,12 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .crontab import missed_boundaries, read, runs_slots
 from .errors import AwtyError
 from .slots import current_slot, slot_id
 
-Run = Callable[..., subprocess.CompletedProcess]
+if TYPE_CHECKING:
+    from .api import Awty
+
+Run = Callable[..., subprocess.CompletedProcess[Any]]
 # Process names of the cron daemons in use (Debian cron, cronie, busybox, dcron, fcron,
 # bsd cron, systemd-cron's generator is a timer: see the timers instead).
 CRON_DAEMONS = {"cron", "crond", "cronie", "fcron", "dcron", "busybox-crond", "anacron"}
@@ -172,7 +176,7 @@ def _span(d: timedelta) -> str:
     return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f} min"
 
 
-def evidence(a) -> dict:
+def evidence(a: Awty) -> dict[str, Any]:
     """``last_slot``'s arguments from an ``Awty``: its pending slots and the newest slot in
     the execution log with that slot's first start."""
     return {"pending": a.slots(), "last_fired": a.store.last_fired()}

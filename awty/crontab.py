@@ -19,11 +19,13 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from .clock import SystemClock
 from .errors import AwtyError, InvalidInput
 from .slots import check_resolution
 
-Run = Callable[..., subprocess.CompletedProcess]
+Run = Callable[..., subprocess.CompletedProcess[Any]]
 _NO_CRON = ("no `crontab` command: install cron (e.g. the cron or cronie package), or use the "
             "systemd user timers: `awty systemd --install`")
 
@@ -44,7 +46,7 @@ def default_bin() -> str:
 def local_offset_minutes(at: datetime | None = None) -> int:
     """This machine's UTC offset in minutes (what cron reads its minute fields in)."""
     # The machine's real zone offset, not awty's clock: cron reads its fields in wall time.
-    off = (at or datetime.now()).astimezone().utcoffset()
+    off = (at or SystemClock().now()).astimezone().utcoffset()
     return int(off.total_seconds() // 60) if off else 0
 
 
@@ -65,7 +67,8 @@ def catchup_minute(resolution: int, utc_offset_minutes: int = 0) -> int:
     """An hourly minute that is not a boundary (for resolutions > 1), so the safety net does not
     contend with ``run-slot`` for the slot lock."""
     taken = set(boundary_minutes(resolution, utc_offset_minutes)) if resolution > 1 else set()
-    return next(m for m in [*range(7, 60), *range(7)] if m not in taken)
+    minute: int = next(m for m in [*range(7, 60), *range(7)] if m not in taken)
+    return minute
 
 
 def marker(home: Path) -> str:

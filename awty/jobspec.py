@@ -13,6 +13,7 @@ from typing import Any
 from . import wire
 from .config import Settings
 from .errors import InvalidInput
+from .ids import is_id
 from .model import Job, Kind, Status, new_id
 from .slots import ceil_second, parse_duration, slot_for
 from .when import parse_when
@@ -22,7 +23,6 @@ SPEC_KEYS = frozenset({
     "idempotency_key", "headers", "max_checks", "horizon", "timeout", "max_attempts",
     "misfire_grace", "id", "cwd",
 })
-_ID = wire.ID  # kept importable under its old name: the runner imports it (until the merge)
 _MAX_TEXT = 1024
 # json.dumps with non-default options builds a new encoder per call: build it once.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
@@ -63,7 +63,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         raise InvalidInput("headers: only http jobs send headers")
     first = ceil_second(due if due is not None else due_time(spec, now, settings, local))
     job_id = spec.get("id")
-    if job_id is not None and (not isinstance(job_id, str) or not wire.ID.match(job_id)):
+    if job_id is not None and (not isinstance(job_id, str) or not is_id(job_id)):
         raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
     job = Job(
         id=job_id or new_id(now), kind=kind, target=target, payload_json=payload_json,
@@ -97,7 +97,7 @@ def envelope_spec(data: dict[str, Any], name_id: str | None) -> dict[str, Any]:
     is its due time. Fields the runner writes itself (v, next_check_at…) are ignored."""
     spec = {k: v for k, v in data.items()
             if k not in ("v", "first_check_at", "next_check_at", "check_count")}
-    if "id" not in spec and name_id and wire.ID.match(name_id):
+    if "id" not in spec and name_id and is_id(name_id):
         spec["id"] = name_id
     return spec
 

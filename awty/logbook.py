@@ -7,6 +7,7 @@ import logging
 import os
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
+from typing import IO
 
 from .safeio import NOFOLLOW, write_new
 
@@ -16,7 +17,7 @@ class _PrivateRotatingFileHandler(RotatingFileHandler):
     the umask and never through a symlink; undecodable text (a file name with stray bytes) is
     escaped, not an error."""
 
-    def _open(self):
+    def _open(self) -> IO[str]:  # type: ignore[override, unused-ignore]
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600)
         return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
 

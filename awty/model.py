@@ -229,6 +229,7 @@ class StoreHealth:
     schema_version: int
     detail: str  # e.g. "PRAGMA integrity_check: ok", "PostgreSQL 15.2 at /run/…, schema awty"
     problems: tuple[str, ...] = ()
+    expected_version: int = 0  # the schema version this awty's store writes (doctor compares)
 
 
 @dataclass
@@ -265,6 +266,19 @@ class SlotSummary:
             "busy": self.busy,
             "dry_run": self.dry_run,
         }
+
+
+@dataclass
+class RunSummary(SlotSummary):
+    """What ``Awty.run_now`` did (``awty run ID…``): a slot run's counts, and what became of
+    each job: ``{"id", "outcome", "reason", "status", "next_check_at"}``, where outcome is an
+    ``Outcome`` value for a job that ended, else ``rechecked``, ``retried`` or ``deferred``
+    (``next_check_at``: the slot it waits in now)."""
+
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**SlotSummary.to_dict(self), "jobs": [dict(j) for j in self.jobs]}
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from .errors import InvalidInput
 
@@ -127,7 +127,7 @@ def _default_port(scheme: str) -> int:
     return 443 if scheme == "https" else 80
 
 
-def _matches_prefix(parts, url: str, prefix: str) -> bool:
+def _matches_prefix(parts: SplitResult, url: str, prefix: str) -> bool:
     """Same scheme, host and port as the prefix (compared parsed, so ``user@`` tricks and case
     do not matter), and the rest of the URL (path, query) starts with the prefix's rest."""
     try:

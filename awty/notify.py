@@ -14,9 +14,13 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .slots import iso
+
+if TYPE_CHECKING:
+    from .api import Awty
+    from .model import HistoryRow
 
 TIMEOUT = 30.0  # seconds the command may take
 MAX_LISTED = 20  # failed jobs listed in the document
@@ -31,8 +35,9 @@ class Sent:
 def failures(summary: dict[str, Any]) -> int:
     """Jobs ended as failed plus envelopes rejected, for a slot or a catch-up summary."""
     slots = summary.get("slots") or [summary]
-    return (summary.get("outcomes", {}).get("failed", 0)
+    n: int = (summary.get("outcomes", {}).get("failed", 0)
             + sum(s.get("rejected", 0) for s in slots))
+    return n
 
 
 def text(run: str, summary: dict[str, Any], home: str) -> str:
@@ -45,7 +50,8 @@ def text(run: str, summary: dict[str, Any], home: str) -> str:
             + f" (home {home}; see `awty history --failed`)")
 
 
-def document(run: str, summary: dict[str, Any], home: str, failed: list) -> dict[str, Any]:
+def document(run: str, summary: dict[str, Any], home: str,
+             failed: list[HistoryRow]) -> dict[str, Any]:
     """What goes on stdin: the run's summary and the latest failed jobs (HistoryRow)."""
     return {
         "event": "failures", "run": run, "home": home, "failed": failures(summary),
@@ -83,7 +89,7 @@ def send(command: str, doc: dict[str, Any], *, env: dict[str, str] | None = None
     return Sent(command)
 
 
-def after_run(awty, run: str, summary: dict[str, Any], started: datetime) -> Sent | None:
+def after_run(awty: Awty, run: str, summary: dict[str, Any], started: datetime) -> Sent | None:
     """Notify for one finished run of ``awty`` (an ``Awty``) when it had failures and a
     ``notify_command`` is set; None when there was nothing to do."""
     command = awty.settings.notify_command

@@ -10,7 +10,6 @@ from datetime import datetime
 from .clock import Clock
 from .config import Settings
 from .errors import AwtyError, Conflict
-from .ids import is_id
 from .model import Job, SlotSummary
 from .slotdir import Entry, SlotTree
 from .slots import slot_id
@@ -63,7 +62,7 @@ class Reconciler:
         if not strangers:
             return
         known = self.store.find(e.job_id for e in strangers if e.job_id)
-        drop_ins: list[tuple[Job, str, Entry]] = []
+        drop_ins: list[tuple[Job, str | None, Entry]] = []
         for e in strangers:
             if e.job_id and e.job_id in known:
                 self.tree.remove_entry(e)
@@ -74,9 +73,8 @@ class Reconciler:
                 continue
             try:
                 data = self.tree.read(e)
-                spec = _spec_from_envelope(data, e.job_id)
-                job, fp = jobspec.build(spec, now=self.clock.now(), settings=self.settings,
-                                        due=slot)
+                job, fp = jobspec.build_dropin(data, e.job_id, now=self.clock.now(),
+                                               settings=self.settings, slot=slot)
             except (ValueError, AwtyError) as err:
                 self._reject(e, slot, str(err), summary)
                 continue
@@ -121,14 +119,3 @@ class Reconciler:
             reason += f" (and could not be moved aside: {e.strerror})"
         summary.rejected += 1
         self._warn(f"slot {slot_id(slot)}: set aside {entry.name}: {reason}")
-
-
-def _spec_from_envelope(data: dict, name_id: str | None) -> dict:
-    """A dropped-in envelope uses the names of a batch line (plus ``id``); the slot it sits in
-    is its due time. Fields the runner writes itself (v, next_check_at…) are ignored."""
-    spec = {k: v for k, v in data.items()
-            if k not in ("v", "first_check_at", "next_check_at", "check_count")}
-    if "id" not in spec and name_id:
-        if is_id(name_id):
-            spec["id"] = name_id
-    return spec

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
 from .config import Settings
@@ -35,6 +35,7 @@ from .model import (
     Outcome,
     Reslot,
     Result,
+    RunSummary,
     SlotSummary,
 )
 from .policy import decide, limits, misfired, quick_retry_delay
@@ -43,6 +44,9 @@ from .slotdir import SlotTree
 from .slotrun import SlotRun
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
+
+if TYPE_CHECKING:
+    from .executors.base import Executor
 
 OnEvent = Callable[[str, dict[str, Any]], None]
 
@@ -71,10 +75,12 @@ class CatchupSummary:
 
 
 class Runner:
-    def __init__(self, *, store: Store, tree: SlotTree, settings: Settings, clock: Clock,
+    def __init__(self, *, store: Store, tree: SlotTree | None, settings: Settings, clock: Clock,
                  secret: Callable[[], bytes | None] = lambda: None, log=None,
                  on_event: OnEvent | None = None):
         self.store = store
+        # None: no slot tree (PostgreSQL, shared by hosts): no drop-ins to reconcile, no files
+        # to keep in step. The only thing the runner knows of which store it has.
         self.tree = tree
         self.s = settings
         self.clock = clock
@@ -115,7 +121,7 @@ class Runner:
         finally:
             summary.seconds = monotonic() - started
             lock.release()
-        if not self._in_catchup:
+        if not self._in_catchup and self.tree is not None:
             self.tree.purge_retired()
         self._log_slot(summary)
         self.on_event("slot_end", summary.to_dict())
@@ -136,7 +142,7 @@ class Runner:
         current = current_slot(now, self.s.resolution)
         limit = min(until, current) if until is not None else current
         counts = dict(self.store.slots_with_work(until=limit))
-        for slot in self.tree.slots():
+        for slot in self.tree.slots() if self.tree is not None else ():
             if slot <= limit:
                 counts.setdefault(slot, 0)
         out = CatchupSummary(dry_run=opts.dry_run)
@@ -150,9 +156,90 @@ class Runner:
                 out.slots.append(self.run_slot(slot, opts))
         finally:
             self._in_catchup = False
-            self.tree.purge_retired()
+            if self.tree is not None:
+                self.tree.purge_retired()
         out.seconds = monotonic() - started
         return out
+
+    # -- awty run ID… -----------------------------------------------------------------------
+    def run_ids(self, ids: list[str]) -> RunSummary:
+        """Fire these jobs now, whatever their slot, as their slot's run would: same signing,
+        guards, decisions, history, leases and owner session (``IdsRun``). No slot lock: it
+        only keeps two runners off one slot's claim queue; what stops a job being sent twice
+        is its lease, which ``claim_ids`` honours on the same terms as a slot's ``claim`` (a
+        job a live runner holds is refused here, and a job held here is skipped by the slot
+        run). The jobs may sit in several slots, so no slot is reconciled; their envelopes
+        follow the store as a slot run's do. Returns a ``RunSummary``."""
+        from .idsrun import IdsRun
+
+        summary = RunSummary(slot="now")
+        self.secret()  # an unreadable secret stops the run here, before anything is claimed
+        opts = RunOptions(misfire=MisfirePolicy.FIRE)  # asked for by hand: late is fine
+        executors: dict[Kind, Any] = {}
+        owner = new_owner()
+        run = IdsRun(
+            ids, store=self.store, clock=self.clock, settings=self.s,
+            slot=current_slot(self.clock.now(), self.s.resolution), owner=owner,
+            summary=summary,
+            # the job's own slot: what the receiver, AWTY_SLOT and history call it
+            execute=lambda job, out: self._execute(job, job.next_check_at, opts, executors, out),
+            recorded=lambda applied: self._recorded_ids(applied, summary),
+            on_job=lambda job_id: self.on_event("job", {"id": job_id}))
+
+        async def drive() -> None:
+            try:
+                await run.run()
+            finally:
+                for ex in executors.values():
+                    await ex.close()
+
+        started = monotonic()
+        try:
+            with self.store.owner_session(owner):
+                _run_async(drive())
+        finally:
+            summary.seconds = monotonic() - started
+            self._settle_ids(run.claimed, summary)
+        self._log_slot(summary)
+        return summary
+
+    def _recorded_ids(self, applied: list[Decision], summary: RunSummary) -> None:
+        self._apply_files(applied, summary)
+        for d in applied:
+            result = d.result
+            reason: str | None
+            at: str | None
+            if isinstance(d, End):
+                outcome, reason, at = d.outcome.value, d.reason, None
+            else:
+                outcome = ("deferred" if result is not None and result.deferred else
+                           "rechecked" if result is not None and result.answer is Answer.RECHECK
+                           else "retried")
+                reason, at = d.error or (result.error if result else None), iso(d.next_check_at)
+            summary.jobs.append({"id": d.job.id, "outcome": outcome, "reason": reason,
+                                 "status": result.status if result else None,
+                                 "next_check_at": at})
+
+    def _settle_ids(self, slots: dict[str, datetime], summary: SlotSummary) -> None:
+        """The recorded jobs' envelopes leave the slots they were in, unless the job was
+        re-slotted into that same slot (due in the next slot, re-checked into it): there the
+        file is already the new envelope."""
+        done, self._done = self._done, []
+        if not done or self.tree is None:  # no slot tree (PostgreSQL): nothing to follow
+            return
+        try:
+            where = self.store.find(done)
+        except AwtyError:
+            return  # the files stay as orphans: the next run of their slot removes them
+        by_slot: dict[datetime, list[str]] = {}
+        for job_id in done:
+            if job_id in slots and where.get(job_id) != slots[job_id]:
+                by_slot.setdefault(slots[job_id], []).append(job_id)
+        trouble: list[OSError] = []
+        for slot, job_ids in by_slot.items():
+            trouble += self.tree.remove_many(job_ids, slot)
+            self.tree.remove_slot_if_empty(slot)
+        self._warn_tree(trouble, summary)
 
     def _dry_run(self, slot, now, summary, opts) -> SlotSummary:
         jobs = [j for j in self.store.list(slot=slot)
@@ -163,8 +250,9 @@ class Runner:
         for j in jobs:
             summary.count("misfired" if misfired(j, now, self.s, opts.misfire_grace, opts.misfire)
                           else "would_fire")
-        here = self.store.slot_ids(slot)
-        summary.imported = sum(1 for e in self.tree.entries(slot) if e.job_id not in here)
+        if self.tree is not None:
+            here = self.store.slot_ids(slot)
+            summary.imported = sum(1 for e in self.tree.entries(slot) if e.job_id not in here)
         return summary
 
     # -- executing ------------------------------------------------------------------------
@@ -172,9 +260,10 @@ class Runner:
                      owner: str) -> None:
         executors: dict[Kind, Any] = {}
         prepare = None
-        if opts.shard is None or opts.shard[0] == 0:
+        tree = self.tree
+        if tree is not None and (opts.shard is None or opts.shard[0] == 0):
             def prepare(claimed: set[str]) -> None:
-                Reconciler(self.store, self.tree, self.s, self.clock, self._warn).run(
+                Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
                     slot, summary, claimed)
         run = SlotRun(
             store=self.store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
@@ -218,7 +307,8 @@ class Runner:
             job = replace(job, attempt=job.attempt + 1)
         return decide(job, result, self.clock.now(), s, lateness)
 
-    def _executor(self, kind: Kind, executors: dict[Kind, Any]):
+    def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
+        ex: Executor
         if kind is Kind.HTTP:
             from .executors.http import HttpExecutor
 
@@ -253,7 +343,8 @@ class Runner:
                 assert isinstance(d, Reslot)
                 moved = replace(job, next_check_at=d.next_check_at, check_count=d.check_count,
                                 attempt=d.attempt)
-                _tree_op(trouble, self.tree.write, moved)
+                if self.tree is not None:
+                    _tree_op(trouble, self.tree.write, moved)
                 if d.result is not None and d.result.deferred:
                     summary.deferred += 1
                     summary.ran -= 1
@@ -271,6 +362,9 @@ class Runner:
         catch-up) is over. A slot that still holds rows (another shard's, a run cut short)
         loses only this run's files, in parallel."""
         done, self._done = self._done, []
+        tree = self.tree
+        if tree is None:
+            return
         try:
             left = bool(self.store.slot_ids(slot))
         except AwtyError:
@@ -278,7 +372,7 @@ class Runner:
         trouble: list[OSError] = []
         if not left and done:
             try:
-                kept = self.tree.retire(slot, set(done))
+                kept = tree.retire(slot, set(done), self._ended)
             except OSError as e:
                 trouble.append(e)
             else:
@@ -288,11 +382,15 @@ class Runner:
                 done = []
         if done:
             with ThreadPoolExecutor(8, thread_name_prefix="awty-unlink") as pool:
-                for errors in pool.map(lambda ids: self.tree.remove_many(ids, slot),
+                for errors in pool.map(lambda ids: tree.remove_many(ids, slot),
                                        [done[i:i + 256] for i in range(0, len(done), 256)]):
                     trouble += errors
         self._warn_tree(trouble, summary)
-        self.tree.remove_slot_if_empty(slot)
+        tree.remove_slot_if_empty(slot)
+
+    def _ended(self, ids: list[str]) -> set[str]:
+        """Which of these ids have ended (known only to history)."""
+        return {i for i, pending in self.store.find(ids).items() if pending is None}
 
     def _warn_tree(self, trouble: list[OSError], summary: SlotSummary) -> None:
         if trouble:

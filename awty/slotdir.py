@@ -10,16 +10,20 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .clock import file_time_now
+from .ids import is_id
 from .model import Job
 from .safeio import private_dir_fd, replace_in
 from .slots import iso, parse_slot_id, slot_id
-from .wire import ID
+
+if TYPE_CHECKING:
+    import subprocess  # imported where used: a purge is rare
 
 ENVELOPE_VERSION = 1
 _PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
@@ -93,7 +97,8 @@ def _read_note(path: Path) -> str | None:
         os.close(fd)
 
 
-_PURGES: list = []  # the detached removals this process started (reaped as they end)
+# the detached removals this process started (reaped as they end)
+_PURGES: list[subprocess.Popen[bytes]] = []
 
 
 def _reap() -> None:
@@ -251,10 +256,12 @@ class SlotTree:
             os.close(fd)
         return errors
 
-    def retire(self, slot: datetime, done: set[str]) -> int:
+    def retire(self, slot: datetime, done: set[str],
+               ended: Callable[[list[str]], set[str]] | None = None) -> int:
         """Take a finished slot's directory out of the tree in one rename, for
-        ``purge_retired`` to delete. ``done`` are the ids whose envelopes may go with it; any
-        other file (dropped in while the slot ran) is moved back into a new slot directory.
+        ``purge_retired`` to delete. ``done`` are the ids whose envelopes may go with it, and
+        those ``ended`` says have ended (other shards' work); any other file (dropped in while
+        the slot ran) is moved back into a new slot directory.
         Returns how many were moved back. Raises OSError when the directory cannot be moved
         (nothing changed then)."""
         sid = slot_id(slot)
@@ -269,12 +276,23 @@ class SlotTree:
             return 0
         strangers = [n for n in os.listdir(dest)
                      if not (n.endswith(".json") and n[:-5] in done)]
+        if strangers and ended is not None:
+            # Another shard's finished envelopes (its own run removes them a moment later)
+            # go with the slot: moved back, they would outlive that removal as orphans.
+            gone = ended([n[:-5] for n in strangers if n.endswith(".json")])
+            strangers = [n for n in strangers if not (n.endswith(".json") and n[:-5] in gone)]
+        moved = 0
         if strangers:
             back = self._ensure(sid)
             for name in strangers:
-                os.rename(dest / name, back / name)
+                try:
+                    os.rename(dest / name, back / name)
+                    moved += 1
+                except FileNotFoundError:
+                    # another shard's runner removed its own finished envelope meanwhile
+                    continue
         os.rename(dest, dest.with_name(dest.name + ".purge"))
-        return len(strangers)
+        return moved
 
     def purge_retired(self) -> None:
         """Delete the retired slot directories without waiting for it: a detached ``rm -rf``
@@ -351,10 +369,10 @@ class SlotTree:
         finally:
             os.close(fd)
         for name in names:
-            job_id = name[:-5] if name.endswith(".json") and ID.fullmatch(name[:-5]) else None
+            job_id = name[:-5] if name.endswith(".json") and is_id(name[:-5]) else None
             yield Entry(name, path / name, job_id)
 
-    def read(self, entry: Entry) -> dict:
+    def read(self, entry: Entry) -> dict[str, Any]:
         """Parse an envelope without following symlinks; raises ValueError with the reason."""
         try:
             fd = os.open(entry.path, _OPEN_NOFOLLOW)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 from .crontab import catchup_minute, default_bin
@@ -54,7 +55,7 @@ def render(home: Path, resolution: int, awty_bin: str | None = None) -> dict[str
     return out
 
 
-def user_unit_dir(env: dict[str, str] | None = None) -> Path:
+def user_unit_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or
                                                       os.path.expanduser("~"), ".config")

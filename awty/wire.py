@@ -1,6 +1,7 @@
 """The rules of what awty accepts and sends, defined once: ``add`` refuses exactly what the
-sender could not send, and the slot tree, the runner and the executors agree on what an id and
-a ``module:function`` look like. Stdlib only (the python worker imports it on every call).
+sender could not send, and ``add`` and the python worker agree on what a ``module:function``
+looks like (what an id looks like is ``ids.py``'s). Stdlib only (the python worker imports it
+on every call).
 
 Every pattern is anchored with ``\\A…\\Z``: ``match``, ``fullmatch`` and ``search`` all mean
 "the whole text" (``$`` would accept a trailing newline)."""
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 import re
 
-# An awty id: a ULID, 26 Crockford base32 characters (upper case, no I L O U).
-ID = re.compile(r"\A[0-9A-HJKMNP-TV-Z]{26}\Z")
 # A python job's target: package.module:function (or Class.method).
 PY_TARGET = re.compile(r"\A[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
 # An HTTP header name (RFC 9110 token).

@@ -5,6 +5,7 @@ Run it through ``scripts/bench`` (which builds .venv with the ``test,bench`` ext
     ./scripts/bench                      # full sizes, 3 runs each, writes BENCHMARKS.md
     ./scripts/bench --quick --output /tmp/BENCH.md      # small sizes, 1 run each, < 1 minute
     ./scripts/bench --only slot,rss --runs 5            # some sections only
+    ./scripts/bench --peers              # awty beside the alternatives (installs them from PyPI)
 
 What it does:
   * starts a receiver on 127.0.0.1 answering ``204`` with keep-alive: nginx when installed, else
@@ -19,8 +20,9 @@ are due without waiting. The figures are measurements, never pass/fail tests: th
 non-zero only when the bench itself could not measure something (e.g. callbacks that failed).
 
 Layout: ``main`` (options, the run, section time limits), ``context`` (what sections share),
-``sections/`` (one module per figure group: ceiling, cli, batch, slot, flat, catchup, rss),
-``receivers``, ``references`` (bare asyncio and requests clients), ``homes``, ``disk`` (a quiet
-disk between timed runs), ``report`` (the table and BENCHMARKS.md), ``machine``, ``profiling``,
-``common``.
+``sections/`` (one module per figure group: ceiling, cli, batch, slot, clislot, flat, catchup,
+rss), ``receivers``, ``stamps`` (the timing receiver: figures from the receiver's clock),
+``peers/`` (``--peers``: awty beside APScheduler, Huey, a naive cron + SQL runner and at),
+``references`` (bare asyncio and requests clients), ``homes``, ``disk`` (a quiet disk between
+timed runs), ``report`` (the table and BENCHMARKS.md), ``machine``, ``profiling``, ``common``.
 """

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "bench"  # `python bench …` runs bench/__main__.py
 BIN = Path(sys.executable).parent  # the venv's bin directory (not resolved: keep the venv)
 AWTY_SCRIPT = BIN / "awty"
 # Fixed secret: every callback is signed (SPEC 11 counts "sign" in end to end).

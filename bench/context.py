@@ -28,6 +28,21 @@ class Bench:
         self.url = f"http://127.0.0.1:{rx.port}{PATH}"
         self.homes = Homes(workdir, self.url)
         self.failed = False
+        self._stamps = None
+
+    @property
+    def stamps(self):
+        """The timing receiver (bench/stamps.py), started on first use: where the figures
+        taken from the receiver's clock send their callbacks."""
+        if self._stamps is None:
+            from .stamps import StampReceiver
+
+            self._stamps = StampReceiver()
+        return self._stamps
+
+    def stop(self) -> None:
+        if self._stamps is not None:
+            self._stamps.stop()
 
     def cli_env(self, now: datetime) -> dict[str, str]:
         return clean_env(AWTY_NOW=iso(now), AWTY_SIGNING_SECRET=SECRET_TEXT)

@@ -33,20 +33,22 @@ class Homes:
         return Awty(home, clock=FixedClock(now), env={"AWTY_SIGNING_SECRET": SECRET_TEXT},
                     **caps)
 
-    def specs(self, n: int, at: Callable[[int], datetime], start: int = 0) -> list[dict]:
-        url = self.url
+    def specs(self, n: int, at: Callable[[int], datetime], start: int = 0,
+              url: str | None = None) -> list[dict]:
+        url = url or self.url
         return [{"target": url, "at": iso(at(i)), "payload": {"order": i, "status": "placed"},
                  "entity": "order", "key": str(i)} for i in range(start, start + n)]
 
     def fill(self, home: Path, n: int, at: Callable[[int], datetime], *, now: datetime,
-             chunk: int = 50_000) -> float:
+             chunk: int = 50_000, url: str | None = None) -> float:
         """Add ``n`` jobs through the public ``add_many`` (rows and envelope files); returns
-        the seconds add_many itself took."""
+        the seconds add_many itself took. ``url``: their target, if not the bench's receiver
+        (e.g. the timing receiver)."""
         spent = 0.0
         with self.open(home, now) as a:
             a.init()
             for start in range(0, n, chunk):
-                specs = self.specs(min(chunk, n - start), at, start)
+                specs = self.specs(min(chunk, n - start), at, start, url)
                 t0 = time.perf_counter()
                 a.add_many(specs)
                 spent += time.perf_counter() - t0

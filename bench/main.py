@@ -30,7 +30,7 @@ from .disk import (
 from .machine import Load, machine_facts, source_hash
 from .receivers import Receiver, start_receiver
 from .report import Report, print_table, write_markdown
-from .sections import batch, catchup, ceiling, cli, flat, rss, slot
+from .sections import batch, catchup, ceiling, cli, clislot, flat, rss, slot
 
 
 class SectionTimeout(KeyboardInterrupt):
@@ -63,13 +63,15 @@ def _alarm(seconds: float | None) -> None:
         signal.setitimer(signal.ITIMER_REAL, seconds, 0.02)
 
 
-QUICK = dict(cli_calls=5, batch_jobs=5_000, slot_jobs=2_000, requests_jobs=300, flat_due=200,
+QUICK = dict(cli_small=1_000, cli_big=5_000, cli_calls=5, batch_jobs=5_000, slot_jobs=2_000,
+             requests_jobs=300, flat_due=200,
              flat_pending=20_000, flat_runs=1, catchup_slots=8, catchup_per_slot=200,
              rss_jobs=5_000, runs=1)
-FULL = dict(cli_calls=30, batch_jobs=100_000, slot_jobs=10_000, requests_jobs=10_000,
+FULL = dict(cli_small=10_000, cli_big=100_000, cli_calls=30, batch_jobs=100_000,
+            slot_jobs=10_000, requests_jobs=10_000,
             flat_due=1_000, flat_pending=1_000_000, flat_runs=7, catchup_slots=96,
             catchup_per_slot=1_000, rss_jobs=100_000, runs=3)
-SECTIONS = ("cli", "batch", "slot", "flat", "catchup", "rss")
+SECTIONS = ("cli", "batch", "slot", "clislot", "flat", "catchup", "rss")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -95,6 +97,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--section-timeout", type=float, default=None,
                    help="seconds a section may take before it is abandoned as hung "
                         "(default: full 3600, quick 90)")
+    peers = p.add_argument_group(
+        "peers", "awty beside APScheduler, Huey, a naive cron + SQL runner and at (each "
+        "installed from PyPI into its own venv under the work directory)")
+    peers.add_argument("--peers", action="store_true",
+                       help="measure the peers instead of the SPEC 11 figures; writes the "
+                            "'awty beside the alternatives' section of the report")
+    peers.add_argument("--peers-jobs", type=int, default=None,
+                       help="jobs due at once (full 10,000, quick 300)")
+    peers.add_argument("--peers-rounds", type=int, default=None,
+                       help="interleaved rounds (full 3, quick 1)")
+    peers.add_argument("--peers-timeout", type=float, default=None,
+                       help="seconds each step of a peer run may take (full 600, quick 120)")
+    peers.add_argument("--peers-only", default="awty,naive,apscheduler,huey,at",
+                       help="comma-separated peers: awty,naive,apscheduler,huey,at")
     p.add_argument("--profile", default=None, metavar="DIR",
                    help="also profile one extra library run of add_many, run_slot, catchup "
                         "and the one big slot into DIR (py-spy when installed, else cProfile; "
@@ -112,6 +128,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for name, v in base.items():
         if getattr(a, name, None) is None:
             setattr(a, name, v)
+    a.peers_jobs = a.peers_jobs or (300 if a.quick else 10_000)
+    a.peers_rounds = a.peers_rounds or (1 if a.quick else 3)
+    a.peers_timeout = a.peers_timeout or (120 if a.quick else 600)
+    a.peers_only = [s.strip() for s in a.peers_only.split(",") if s.strip()]
     if a.section_timeout is None:
         a.section_timeout = 90 if a.quick else 3600
     a.only = [s.strip() for s in a.only.split(",") if s.strip()]
@@ -137,8 +157,11 @@ def main(argv: list[str]) -> int:
     workdir = base / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     workdir.mkdir()
     PYCACHE[:] = [workdir / "pycache"]
+    if a.peers:
+        return _peers(a, argv, base, workdir)
     WORKDIR_FOR_QUIET[:] = [str(workdir)]
     rx: Receiver | None = None
+    b: Bench | None = None
     failed = False
     atexit.register(stop_children)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -156,7 +179,12 @@ def main(argv: list[str]) -> int:
             ("batch", partial(batch.run, b), ("add_many", "add_batch")),
             ("slot", partial(slot.run, b), ("slot", "bare", "requests", "slot_purge",
                                             "slot_raised", "ratio_bare", "ratio_requests")),
-            ("flat", partial(flat.run, b), ("flat0", "flat1", "flat_ratio")),
+            ("clislot", partial(clislot.run, b), (
+                f"cli_first_{a.cli_small}", f"cli_last_{a.cli_small}", f"cli_first_{a.cli_big}",
+                f"cli_last_{a.cli_big}", "cli_rate", "cli_bare", "cli_bare_stamps",
+                "cli_ratio")),
+            ("flat", partial(flat.run, b), ("flat0", "flat1", "flat_ratio", "flat_last0",
+                                            "flat_last1", "flat_last_ratio")),
             ("catchup", partial(catchup.run, b), ("catchup", "oneslot", "catchup_ratio")),
             ("rss", partial(rss.run, b), ("rss", "rss_rate")),
         ]
@@ -212,6 +240,8 @@ def main(argv: list[str]) -> int:
                 f"{'; other engineers share this machine' if other > 0.1 else ''}); load "
                 f"average {load.load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end.")
     finally:
+        if b is not None:
+            b.stop()
         if rx is not None:
             rx.stop()
         stop_children()
@@ -239,6 +269,38 @@ def main(argv: list[str]) -> int:
     return 1 if failed else 0
 
 
+def _peers(a: argparse.Namespace, argv: list[str], base: Path, workdir: Path) -> int:
+    """``--peers``: the peers' table instead of the SPEC 11 figures."""
+    import subprocess
+
+    from .peers import run_peers
+    from .peers import table
+
+    atexit.register(stop_children)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        walls = []
+        for _ in range(6):  # the first warms the cache
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            walls.append((time.perf_counter() - t0) * 1000)
+        pass_ms = sorted(walls[1:])[2]
+        load = Load()
+        figs, rx, took = run_peers(a, workdir, base / "peers-venv")
+        busy = (f"besides the bench and its processes the machine was busy "
+                f"{load.other_cores(rx.pids()):.2f} cores on average (load average "
+                f"{load.load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)")
+        rx.stop()
+    finally:
+        stop_children()
+        if not a.keep:
+            remove_workdir(workdir, base)
+    table.print_table(figs, a.peers_jobs)
+    table.write(a.output, table.markdown(figs, a, rx.name, took, pass_ms, busy))
+    print(f"bench: wrote the peers' section of {a.output}", file=sys.stderr)
+    return 1 if any(f.failures for f in figs) else 0
+
+
 _SKIPPED_LABELS = {
     "add_median": "awty add (CLI) median wall", "add_p90": "awty add (CLI) p90 wall",
     "add_many": "add_many (library)", "add_batch": "add --batch FILE (CLI)",
@@ -251,4 +313,9 @@ _SKIPPED_LABELS = {
     "flat1": "flatness: with pending", "flat_ratio": "flatness ratio (pending / none)",
     "catchup": "catch-up", "oneslot": "one slot", "catchup_ratio": "catch-up ratio",
     "rss": "run-slot (CLI) peak RSS", "rss_rate": "run-slot (CLI) throughput",
+    "cli_rate": "run-slot (CLI) end to end", "cli_bare": "bare asyncio+httptools, same run",
+    "cli_bare_stamps": "bare asyncio+httptools, same run (timing receiver)",
+    "cli_ratio": "run-slot (CLI) / bare", "flat_last0": "flatness due → last: 0 pending",
+    "flat_last1": "flatness due → last: with pending",
+    "flat_last_ratio": "flatness ratio, due → last callback",
 }

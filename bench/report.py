@@ -122,6 +122,10 @@ def write_markdown(rep: Report, path: Path, title: str) -> None:
         if cells[-1] == "NO":
             cells[-1] = "**NO**"
         lines.append("| " + " | ".join(cells) + " |")
+    from .peers.table import carry
+
+    if (peers := carry(path)) is not None:  # `--peers` figures stay until it runs again
+        lines += ["", peers]
     lines += ["", "## Notes", ""] + [f"- {n}" for n in rep.notes]
     if rep.imports:
         lines += ["", "## `awty add` import time", "",

@@ -6,17 +6,23 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import freezegun
 import pytest
 
+import pgserver
+
 from awty.api import Awty
 from awty.clock import FixedClock
 
-freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent"])
+freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent", "psycopg",
+                                       "psycopg_pool"])
 
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 T0 = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
@@ -116,3 +122,68 @@ def cron_daemon(bindir: Path):
     finally:
         daemon.kill()
         daemon.wait()
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    try:
+        db = pgserver.SessionDatabase()
+    except Exception as e:  # noqa: BLE001 - any reason means "no server", reported below
+        message = pgserver.unavailable(str(e).strip().splitlines()[0] if str(e) else repr(e))
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        print(f"\nSKIPPING PostgreSQL tests: {message}", file=sys.stderr)
+        pytest.skip(message)
+    yield db
+    db.drop()
+
+
+def pg_url(conninfo: str) -> str:
+    """The session database as a ``postgresql://`` URL, the form awty's setting takes."""
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    d = conninfo_to_dict(conninfo)
+    host = d.get("host", "")
+    netloc = f"{quote(d.get('user', ''))}@" if d.get("user") else ""
+    query = ""
+    if host.startswith("/"):
+        query = f"?host={quote(host)}"
+    else:
+        netloc += f"{host}:{d.get('port', 5432)}"
+    return f"postgresql://{netloc}/{d['dbname']}{query}"
+
+
+@dataclass
+class Backend:
+    """Where a test home keeps its jobs: ``args`` go on every ``awty`` command line (and
+    ``kw`` into ``Awty(...)``) to point it at the store under test."""
+
+    kind: str  # "sqlite" | "postgres"
+    args: list[str]
+    kw: dict
+    env: dict
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request, monkeypatch):
+    """Each test using it runs once on SQLite (home/awty.db + slot tree) and once on a fresh
+    PostgreSQL schema (created with `awty init` semantics, dropped afterwards)."""
+    if request.param == "sqlite":
+        yield Backend("sqlite", [], {}, {})
+        return
+    db = request.getfixturevalue("pg_database")
+    schema = f"c_{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("AWTY_DATABASE_SCHEMA", schema)
+    from awty.store.postgres import PostgresStore
+
+    PostgresStore(db.url, schema=schema, create=True).close()
+    url = pg_url(db.url)
+    env = {"AWTY_DATABASE_URL": url, "AWTY_DATABASE_SCHEMA": schema}
+    yield Backend("postgres", ["--database-url", url], {"database_url": url,
+                                                        "database_schema": schema}, env)
+    import psycopg
+
+    with psycopg.connect(db.url, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -30,8 +30,15 @@ ROWS = [
     "run-slot, then until its retired slot",
     "run-slot / bare reference",
     "run-slot / requests reference",
+    "run-slot (CLI) due → first callback",
+    "run-slot (CLI) due → last callback",
+    "run-slot (CLI) end to end",
+    "bare asyncio+httptools, ",
+    "run-slot (CLI) / bare",
     "flatness: ",
-    "flatness ratio",
+    "flatness ratio (pending / none), whole run_slot",
+    "flatness due → last callback",
+    "flatness ratio (pending / none), due → last",
     "catch-up ",
     "one slot of",
     "catch-up ratio",
@@ -44,6 +51,9 @@ ROWS = [
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bench targets Linux")
 def test_bench_quick_runs_and_reports(tmp_path):
     out = tmp_path / "BENCH.md"
+    # figures of an earlier `--peers` run: the default run keeps them
+    out.write_text("old\n<!-- peers:start -->\n## awty beside the alternatives\nkept\n"
+                   "<!-- peers:end -->\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWTY_")}
     env["COLUMNS"] = "200"  # the table's rows stay on one line each
     try:
@@ -60,6 +70,8 @@ def test_bench_quick_runs_and_reports(tmp_path):
     for row in ROWS:
         assert row in proc.stdout, f"table row {row!r} missing from stdout"
         assert f"| {row}" in report, f"row {row!r} missing from {out.name}"
+    assert "## awty beside the alternatives\nkept\n" in report
+    assert "old" not in report.splitlines()
     assert "## Machine" in report and "sqlite" in report and "uvloop" in report
     assert "scripts/bench --quick" in report
     assert "error" not in [line.rsplit("|", 2)[-2].strip() for line in report.splitlines()

@@ -57,3 +57,20 @@ def test_bad_values_name_their_source(home, toml, env, flags, message):
 
 def test_environment_outside_awty_is_ignored_and_defaults_are_settings(home):
     assert load(home, {"RESOLUTION": "5", "HOME": "/x"}) == Settings()
+
+
+def test_the_template_is_every_setting_and_each_line_parses():
+    """awty.toml's template is generated from Settings: every key is there, and uncommenting
+    a line gives a valid value (the default itself where the line shows the default)."""
+    import tomllib
+    from dataclasses import fields
+
+    from awty import config
+
+    text = "\n".join(line[2:] for line in config.TEMPLATE.splitlines()[1:])
+    values = tomllib.loads(text)
+    assert list(values) == [f.name for f in fields(config.Settings)]
+    for f in fields(config.Settings):
+        got = config._coerce(f.name, values[f.name], "template")
+        if f.metadata["example"] is None:
+            assert got == f.default, f.name

@@ -4,8 +4,9 @@ lives). One throwaway home, examples in the order a reader meets them, time pinn
 AWTY_NOW; a real 127.0.0.1 receiver where an example's point is a callback (the signing block).
 
 Rewritten before running, and only these: the ``01JD…`` id placeholders become real ids (a
-pending job, or a failed one for ``retry``), ``/srv/awty`` and ``/home/me`` become paths under
-the test's directory, and ``| jq …`` is replaced by checking that the output is JSON."""
+pending job, one calling the receiver for ``run``, a failed one for ``retry``), ``/srv/awty``
+and ``/home/me`` become paths under the test's directory, and ``| jq …`` is replaced by checking
+that the output is JSON."""
 
 from __future__ import annotations
 
@@ -131,16 +132,21 @@ def world(tmp_path, monkeypatch, fake_crontab):
         yield {"home": home, "tmp": tmp_path, "rx": rx, "failed": failed.id}
 
 
-def pending_id(home: Path) -> str:
+def pending_id(home: Path, url: str = "https://api.example.com/hooks/placeholder") -> str:
     with Awty(home, clock=FixedClock(NOW), env={}) as a:
-        return a.add("https://api.example.com/hooks/placeholder", in_="3h").job.id
+        return a.add(url, in_="3h").job.id
 
 
 def run_example(example: str, world) -> None:
     home, tmp = world["home"], world["tmp"]
     text = example.replace("/srv/awty", str(tmp / "srv-awty"))
     if PLACEHOLDER.search(text):
-        job = world["failed"] if text.startswith("awty retry") else pending_id(home)
+        if text.startswith("awty retry"):
+            job = world["failed"]
+        elif text.startswith("awty run "):  # fires now: at the receiver, not example.com
+            job = pending_id(home, world["rx"].url("/run-now"))
+        else:
+            job = pending_id(home)
         text = PLACEHOLDER.sub(job, text)
     piped_to = None
     if "|" in text:

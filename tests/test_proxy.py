@@ -160,6 +160,13 @@ def test_no_proxy_sends_direct(proxy, rx):
     assert len(proxy.seen()) == 1
 
 
+def test_a_proxy_setting_awty_cannot_use_is_retried_not_failed(rx):
+    """An operator's typo (or a socks proxy) must not end the jobs: fixed, they go on."""
+    r = fire(rx.url("/x"), {"http_proxy": "socks5://127.0.0.1:1080"})
+    assert r.answer is Answer.RETRY and "only http:// proxies" in r.error
+    assert rx.requests() == []
+
+
 def test_an_unreachable_proxy_is_a_retry_that_names_it(rx):
     from awty.testing.receiver import free_port
 

@@ -21,10 +21,27 @@ from awty.testing.receiver import Reply
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
-def make(home, clock, **overrides):
+def make(home, clock, backend=None, **overrides):
+    """An Awty on SQLite, or on the ``backend`` fixture's store (tests taking ``backend`` run
+    once per store)."""
     env = overrides.pop("env", {})
     overrides.setdefault("quick_retries", 0)
-    return Awty(home, clock=clock, env=env, **overrides)
+    if backend is not None:
+        overrides.update(backend.kw)
+    a = Awty(home, clock=clock, env=env, **overrides)
+    _made.append(a)
+    return a
+
+
+_made: list[Awty] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_made():
+    """Close what ``make`` opened (a PostgreSQL pool has threads to stop)."""
+    yield
+    while _made:
+        _made.pop().close()
 
 
 def fire(a, clock, at):
@@ -37,8 +54,14 @@ def hist(home):
     return {h["id"]: h for h in db_rows(home, "job_history")}
 
 
-def test_every_job_delivered_once_in_order_signed(home, clock, rx):
-    a = make(home, clock, env={"AWTY_SIGNING_SECRET": SECRET}, concurrency=1)
+def ended(a) -> dict[str, dict]:
+    """``hist`` through the API: what either store says about ended jobs."""
+    return {h.id: {"outcome": h.outcome.value, "reason": h.reason, "attempts": h.attempts}
+            for h in a.history()}
+
+
+def test_every_job_delivered_once_in_order_signed(home, clock, rx, backend):
+    a = make(home, clock, backend, env={"AWTY_SIGNING_SECRET": SECRET}, concurrency=1)
     ids = [a.add(rx.url(f"/j{i}"), in_="5m", payload={"n": i}, entity="order",
                  key=str(i)).job.id for i in range(20)]
     slot = slot_for(T0 + timedelta(minutes=5), 15)
@@ -58,9 +81,9 @@ def test_every_job_delivered_once_in_order_signed(home, clock, rx):
     with freeze_time(clock.now()):
         for r in reqs:
             Webhook(SECRET).verify(r.body, r.headers)
-    assert db_rows(home, "future_job") == [] and tree_files(home) == []
+    assert list(a.list()) == [] and tree_files(home) == []
     assert not (home / "slots" / slot_id(slot)).exists()  # emptied slot removed
-    assert {v["outcome"] for v in hist(home).values()} == {"done"}
+    assert {v["outcome"] for v in ended(a).values()} == {"done"}
 
 
 def test_recheck_moves_to_later_slot_then_max_checks_expires(home, clock, rx):
@@ -89,12 +112,12 @@ def test_recheck_moves_to_later_slot_then_max_checks_expires(home, clock, rx):
     ({"recheck_in": "30d"}, "horizon"),
     ({"recheck_at": "2020-01-01T00:00:00Z"}, "recheck_in_past"),
 ])
-def test_recheck_guards(home, clock, rx, answer, reason):
-    a = make(home, clock)
+def test_recheck_guards(home, clock, rx, answer, reason, backend):
+    a = make(home, clock, backend)
     rx.script("/g", json=answer)
     job = a.add(rx.url("/g"), in_="1m").job
     fire(a, clock, job.next_check_at)
-    assert (hist(home)[job.id]["outcome"], hist(home)[job.id]["reason"]) == ("expired", reason)
+    assert (ended(a)[job.id]["outcome"], ended(a)[job.id]["reason"]) == ("expired", reason)
 
 
 def test_202_retry_after_is_a_recheck(home, clock, rx):
@@ -150,27 +173,27 @@ def test_always_500_fails_after_max_attempts_and_retry_rearms(home, clock, rx):
 @pytest.mark.parametrize("status, outcome, reason", [
     (404, "failed", "http 404"), (410, "gone", "http 410"), (400, "failed", "http 400"),
 ])
-def test_terminal_statuses(home, clock, rx, status, outcome, reason):
-    a = make(home, clock)
+def test_terminal_statuses(home, clock, rx, status, outcome, reason, backend):
+    a = make(home, clock, backend)
     rx.script("/t", status=status)
     job = a.add(rx.url("/t"), in_="1m").job
     fire(a, clock, job.next_check_at)
-    h = hist(home)[job.id]
+    h = ended(a)[job.id]
     assert (h["outcome"], h["reason"], h["attempts"]) == (outcome, reason, 1)
     assert len(rx.requests("/t")) == 1
 
 
-def test_redirect_not_followed(home, clock, rx):
-    a = make(home, clock)
+def test_redirect_not_followed(home, clock, rx, backend):
+    a = make(home, clock, backend)
     rx.script("/moved", status=302, headers={"Location": rx.url("/elsewhere")})
     job = a.add(rx.url("/moved"), in_="1m").job
     fire(a, clock, job.next_check_at)
-    assert hist(home)[job.id]["outcome"] == "failed"
+    assert ended(a)[job.id]["outcome"] == "failed"
     assert rx.requests("/elsewhere") == []
 
 
-def test_hanging_receiver_is_cut_and_the_slot_completes(home, clock, rx):
-    a = make(home, clock, timeout="1s")
+def test_hanging_receiver_is_cut_and_the_slot_completes(home, clock, rx, backend):
+    a = make(home, clock, backend, timeout="1s")
     rx.script("/hang", hang=True)
     hung = a.add(rx.url("/hang"), in_="1m").job
     ok = [a.add(rx.url(f"/ok{i}"), in_="1m").job for i in range(30)]
@@ -179,19 +202,19 @@ def test_hanging_receiver_is_cut_and_the_slot_completes(home, clock, rx):
     elapsed = time.monotonic() - started
     assert elapsed < 5, elapsed
     assert s.outcomes == {"done": 30} and s.retried == 1
-    row = db_rows(home, "future_job")[0]
-    assert row["id"] == hung.id and "timeout" in row["last_error"]
-    assert {h["id"] for h in db_rows(home, "job_history")} == {j.id for j in ok}
+    [row] = a.list()
+    assert row.id == hung.id and "timeout" in row.last_error
+    assert set(ended(a)) == {j.id for j in ok}
 
 
-def test_future_slot_refused(home, clock):
-    a = make(home, clock)
+def test_future_slot_refused(home, clock, backend):
+    a = make(home, clock, backend)
     with pytest.raises(InvalidInput, match="future"):
         a.run_slot(slot_for(T0 + timedelta(hours=1), 15))
 
 
-def test_cancelled_job_not_delivered(home, clock, rx):
-    a = make(home, clock)
+def test_cancelled_job_not_delivered(home, clock, rx, backend):
+    a = make(home, clock, backend)
     keep = a.add(rx.url("/keep"), in_="1m").job
     drop = a.add(rx.url("/drop"), in_="1m").job
     a.cancel([drop.id])
@@ -264,12 +287,12 @@ def test_exec_and_python_jobs_through_the_runner(home, clock, tmp_path, monkeypa
     assert s.rechecked == 2
 
 
-def test_history_and_show_events(home, clock, rx):
-    a = make(home, clock)
+def test_history_and_show_events(home, clock, rx, backend):
+    a = make(home, clock, backend)
     rx.script("/h", status=[500, 200])
     job = a.add(rx.url("/h"), in_="1m").job
     fire(a, clock, job.next_check_at)
-    fire(a, clock, datetime.fromisoformat(db_rows(home, "future_job")[0]["next_check_at"]))
+    fire(a, clock, a.get(job.id).next_check_at)
     events = a.executions(job.id)
     assert [(e.attempt, e.answer.value, e.status) for e in events] == \
         [(1, "retry", 500), (2, "done", 200)]
@@ -277,13 +300,13 @@ def test_history_and_show_events(home, clock, rx):
     assert [r.id for r in rows] == [job.id]
 
 
-def test_quick_retry_absorbs_a_dropped_connection(home, clock, rx):
-    a = make(home, clock, quick_retries=1)
+def test_quick_retry_absorbs_a_dropped_connection(home, clock, rx, backend):
+    a = make(home, clock, backend, quick_retries=1)
     rx.script("/q", Reply(status=503), Reply(status=200))
     job = a.add(rx.url("/q"), in_="1m").job
     s = fire(a, clock, job.next_check_at)
     assert s.outcomes == {"done": 1}
-    assert hist(home)[job.id]["attempts"] == 2
+    assert ended(a)[job.id]["attempts"] == 2
 
 
 def test_breaker_defers_an_unreachable_host(home, clock):

@@ -18,6 +18,7 @@ from awty.config import Settings
 from awty.errors import InvalidInput
 from awty.executors import pyworker
 from awty.executors.http import HttpExecutor
+from awty.ids import is_id
 from awty.model import Answer, Attempt, Job, Kind
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -36,9 +37,14 @@ GOOD = "0123456789ABCDEFGHJKMNPQRS"
     (GOOD[:-1], False),
     ("", False),
 ])
-def test_id_pattern(text, ok):
-    assert bool(wire.ID.match(text)) is ok
-    assert bool(jobspec._ID.match(text)) is ok  # the old name still answers the same
+def test_id_rule(text, ok):
+    assert is_id(text) is ok
+    spec = {"target": "https://example.com/", "in": "1h", "id": text}
+    if ok:
+        assert jobspec.build(spec, now=NOW, settings=Settings())[0].id == text
+    else:
+        with pytest.raises(InvalidInput, match="id"):
+            jobspec.build(spec, now=NOW, settings=Settings())
 
 
 @pytest.mark.parametrize("text, ok", [

@@ -2,8 +2,8 @@
 
 - ``options``: the app settings, shared options, opening an ``Awty``, errors -> exit codes
 - ``jobs``: add, cancel, reschedule, list, show, history, retry
-- ``runs``: slots, run-slot, catchup
-- ``ops``: init, doctor, crontab, stats, prune, version
+- ``runs``: slots, run, run-slot, catchup
+- ``ops``: init, doctor, crontab, stats, prune, export, import, version
 - ``secret``: secret new, verify
 - ``setup``: completion, systemd
 - ``argv``: global options before the command, ``--version``, ``help CMD`` (plain list work)
@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 # imports only NAME's module; the whole app checks this table against the modules.
 COMMANDS = {
     "init": "ops", "add": "jobs", "cancel": "jobs", "reschedule": "jobs", "list": "jobs",
-    "show": "jobs", "slots": "runs", "run-slot": "runs", "catchup": "runs", "history": "jobs",
+    "show": "jobs", "slots": "runs", "run": "runs", "run-slot": "runs", "catchup": "runs",
+    "history": "jobs",
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
-    "stats": "ops", "prune": "ops", "systemd": "setup", "completion": "setup",
+    "stats": "ops", "prune": "ops", "export": "ops", "import": "ops", "systemd": "setup",
+    "completion": "setup",
 }
 
 HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callbacks; "
@@ -37,7 +39,8 @@ HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callb
         "Quick tour:\n\n"
         "  awty add https://example.com/hook --in 2h --payload '{\"order\": 42}'\n\n"
         "  awty list\n\n  awty crontab --install\n\n  awty history\n\n"
-        "--home DIR, --json and --utc go before or after the command. "
+        "--home DIR, --database-url URL (PostgreSQL: several hosts), --json and --utc go "
+        "before or after the command. "
         "`awty help CMD` (or `awty CMD --help`) shows a command's help; `awty --version`.")
 
 

@@ -3,6 +3,8 @@ before any command module is imported.
 
 - ``--home DIR``, ``--json`` and ``--utc`` before the command (``awty --home DIR list``, as git,
   docker and kubectl take them) move after it; a command that has no such option says so.
+- ``--database-url URL`` anywhere before ``--`` is taken out (``take_database_url``): every
+  command accepts it, as the AWTY_DATABASE_URL setting for this run.
 - ``awty --version`` / ``-V`` is ``awty version``; ``awty help [CMD …]`` is ``awty [CMD …] --help``.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 # Set by the shell hook `awty completion SHELL` prints, when the shell asks for completions.
 COMPLETE_VAR = "_AWTY_COMPLETE"
 # Options every command that reads or changes a home accepts; the value-taking ones first.
-GLOBAL_VALUED = ("--home",)
+GLOBAL_VALUED = ("--home", "--database-url")
 GLOBAL_FLAGS = ("--json", "--utc")
 # Commands that are groups: their sub-command name belongs to the command path.
 GROUPS = ("secret",)
@@ -55,3 +57,26 @@ def _words(args: list[str]) -> list[str]:
             break
         out.append(a)
     return out
+
+
+def take_database_url(args: list[str]) -> tuple[list[str], str | None]:
+    """``args`` without ``--database-url URL`` / ``--database-url=URL``, and the URL (the
+    last one given). Arguments after ``--`` are left alone."""
+    out: list[str] = []
+    url = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out += args[i:]
+            break
+        if a == "--database-url" and i + 1 < len(args):
+            url = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--database-url="):
+            url = a.split("=", 1)[1]
+        else:
+            out.append(a)
+        i += 1
+    return out, url

@@ -1,18 +1,22 @@
 """Commands that look after a home: ``init``, ``doctor``, ``crontab``, ``stats``, ``prune``,
-``version``. Like every command module: parse, call, render; the modules doing the work are
-imported inside the commands so that ``awty add`` never pays for them."""
+``export``, ``import``, ``version``. Like every command module: parse, call, render; the
+modules doing the work are imported inside the commands so that ``awty add`` never pays for
+them."""
 
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
 from .._version import __version__
 from ..errors import InvalidInput
 from . import render as r
-from .options import Home, Json, Utc, new_app, open_awty, positive_duration, reports_errors
+from .options import (
+    Home, Json, Utc, command_env, new_app, open_awty, positive_duration, reports_errors,
+)
 
 commands = new_app()
 
@@ -22,13 +26,16 @@ commands = new_app()
 def init(home: Home = None) -> None:
     """Create awty's home (0700), database (0600), slot tree and a commented awty.toml.
 
-    Other commands create home on first use; init is for seeing where things live.
+    Other commands create home on first use; init is for seeing where things live. With a
+    PostgreSQL database URL, init creates (or migrates) the schema: run it once, from any host.
     """
     a = open_awty(home)
     made = a.init()
     for path in made:
         r.out(f"created {path}")
     r.out(f"awty home is {a.home}" + ("" if made else " (already set up)"))
+    if a.on_postgres:
+        r.out(f"jobs are in {a.where}")
     r.out("next: `awty crontab --install` so that cron runs the slots")
 
 
@@ -65,7 +72,7 @@ def doctor(
     """
     from ..doctor import diagnose_home
 
-    report = diagnose_home(home, repair=repair)
+    report = diagnose_home(home, repair=repair, env=command_env())
     if as_json:
         r.emit_json(report.to_dict())
     else:
@@ -242,3 +249,64 @@ def prune(
         r.out(f"{'would prune' if dry_run else 'pruned'} {n} history row(s) that ended "
               f"before {before}")
 
+
+
+# --- export / import -------------------------------------------------------------------------
+@commands.command()
+@reports_errors
+def export(
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write here instead of stdout.", show_default=False)] = None,
+    home: Home = None,
+) -> None:
+    """Write this home's pending jobs and history as JSON lines (to move it to another store:
+    SQLite <-> PostgreSQL, with `awty import`). Stop the runners first: a job in flight is
+    written as pending. The counts go to stderr.
+
+    Example:  awty export --output home.jsonl
+    """
+    import sys
+
+    a = open_awty(home)
+    if output is None:
+        moved = a.export(sys.stdout)
+    else:
+        try:
+            f = open(output, "x", encoding="utf-8")
+        except OSError as e:
+            raise InvalidInput(f"--output {output}: {e.strerror or e} (nothing written over)"
+                               ) from None
+        with f:
+            moved = a.export(f)
+    r.err(f"exported {moved.jobs} pending job(s) and {moved.history} history row(s) "
+          f"from {a.where}")
+
+
+@commands.command(name="import")
+@reports_errors
+def import_(
+    source: Annotated[str, typer.Argument(help="An `awty export` file, or - for stdin.",
+                                          show_default=False)],
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Load an `awty export` into this home's store, which must be empty (run `awty init`
+    first on a PostgreSQL URL). The counts are checked against the export's; all jobs or
+    none, then all history or none.
+
+    Example:  awty import home.jsonl --home /srv/awty
+    """
+    import sys
+
+    a = open_awty(home)
+    try:
+        f = sys.stdin if source == "-" else open(source, encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(f"cannot read {source}: {e.strerror or e}") from None
+    with f:
+        moved = a.import_export(f)
+    if as_json:
+        r.emit_json({**moved.to_dict(), "into": a.where})
+    else:
+        r.out(f"imported {moved.jobs} pending job(s) and {moved.history} history row(s) "
+              f"into {a.where}")

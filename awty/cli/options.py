@@ -1,5 +1,6 @@
 """What every command module shares: the Typer app settings, the common options (``--home``,
-``--json``, ``--utc``), opening an ``Awty``, and the one place errors become exit codes.
+``--json``, ``--utc``, ``--database-url``), opening an ``Awty``, and the one place errors
+become exit codes.
 
 Errors: the library raises ``AwtyError`` subclasses; ``reports_errors`` prints one line on
 stderr and exits with the error's code (1 could not be done, 2 bad input). Usage errors from
@@ -18,7 +19,11 @@ from typer.core import TyperGroup
 
 from ..errors import AwtyError, InvalidInput
 from . import render as r
-from .argv import normalise
+from .argv import normalise, take_database_url
+
+# `--database-url` of the command line being run: a global option, taken out of the arguments
+# before Typer parses them (argv.take_database_url), so every command accepts it.
+_given: dict[str, str | None] = {"database_url": None}
 
 
 class _OneLineGroup(TyperGroup):
@@ -27,7 +32,8 @@ class _OneLineGroup(TyperGroup):
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         # global options before the command, --version, help CMD (awty.cli.argv); idempotent,
         # so the entry point may have done it already
-        args = normalise(list(sys.argv[1:] if args is None else args))
+        args, _given["database_url"] = take_database_url(
+            normalise(list(sys.argv[1:] if args is None else args)))
         kwargs["standalone_mode"] = False
         try:
             code = super().main(args, *rest, **kwargs)
@@ -81,7 +87,22 @@ def reports_errors(fn):
         except KeyboardInterrupt:
             r.err("awty: interrupted")
             raise typer.Exit(130) from None
+        finally:
+            _close_opened()
     return wrapper
+
+
+_opened: list[Any] = []
+
+
+def _close_opened() -> None:
+    """Close what the command opened (a PostgreSQL pool has threads to stop); a failure to
+    close must not hide the command's own outcome."""
+    while _opened:
+        try:
+            _opened.pop().close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
 
 
 def open_awty(home: Path | None, **kw: Any):
@@ -89,7 +110,22 @@ def open_awty(home: Path | None, **kw: Any):
     first use, not when the CLI is imported."""
     from ..api import Awty
 
-    return Awty(home, **kw)
+    if _given["database_url"] is not None:
+        kw.setdefault("database_url", _given["database_url"])
+    a = Awty(home, **kw)
+    _opened.append(a)
+    return a
+
+
+def command_env() -> dict[str, str]:
+    """The environment as this command line sets it: ``--database-url`` is the
+    AWTY_DATABASE_URL setting for this run (for code that builds its own ``Awty``)."""
+    import os
+
+    env = dict(os.environ)
+    if _given["database_url"] is not None:
+        env["AWTY_DATABASE_URL"] = _given["database_url"]
+    return env
 
 
 def slot_arg(text: str | None):

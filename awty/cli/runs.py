@@ -1,4 +1,5 @@
-"""Commands that fire slots: ``slots``, ``run-slot``, ``catchup`` (what cron runs)."""
+"""Commands that fire jobs: ``slots``, ``run-slot``, ``catchup`` (what cron runs), and ``run``
+(named jobs, now)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,37 @@ def run_slot(
     d = s.to_dict()
     _report_slot(d, as_json)
     _notify(a, "run-slot", d, started)
+
+
+@commands.command("run")
+@reports_errors
+def run_now(
+    ids: Annotated[list[str], typer.Argument(
+        help="Pending job ids (any case) or unique prefixes of 6+ characters.",
+        show_default=False)],
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Fire these pending jobs now, whatever their slot: try a webhook by hand. Signing,
+    guards, history, re-checks and retries are those of a slot run; a job asked to "check
+    again" (or retried) waits in its next slot. All or nothing: an unknown or ended job, or
+    one a runner is delivering, is refused (exit 1) and nothing is sent. Exit 1 when a job
+    failed.
+
+    Examples:  awty run 01JD…   |   awty run 01JD… --json
+    """
+    # No notify_command: the failures of a run by hand reach the person who ran it.
+    d = open_awty(home).run_now(ids).to_dict()
+    if as_json:
+        r.emit_json(d)
+    else:
+        for j in d["jobs"]:
+            status = f" ({j['status']})" if j["status"] is not None else ""
+            why = f": {j['reason']}" if j["reason"] else ""
+            nxt = f", next check {j['next_check_at']}" if j["next_check_at"] else ""
+            r.out(f"{j['id']} {j['outcome']}{status}{why}{nxt}")
+    if d["outcomes"].get("failed"):
+        raise typer.Exit(1)
 
 
 def _notify(a, run: str, summary: dict, started) -> None:

@@ -15,7 +15,8 @@ ids) and logged to awty.log.
 
 One module per group of checks (``files``, ``store``, ``tree``, ``locks``, ``cron``). The
 checks that read the store are a table, ``STORE_CHECKS``: a store implementation with checks
-of its own (PostgreSQL: connection, schema owner) appends to it.
+of its own has its own table: PostgreSQL's (server, schema version, leases, drop-ins off)
+is ``postgres.PG_STORE_CHECKS``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import config as config_mod
 from ..api import Awty
@@ -41,6 +43,9 @@ from .store import (
 )
 from .tree import check_rejected, check_retired, check_tree
 
+if TYPE_CHECKING:
+    from ..clock import Clock
+
 __all__ = ["STORE_CHECKS", "Finding", "Report", "check_cron", "diagnose", "diagnose_home"]
 
 Check = Callable[[Ctx], Finding | Iterable[Finding]]
@@ -55,13 +60,24 @@ FILE_CHECKS: list[Check] = [check_locks, check_rejected]
 # --- entry points --------------------------------------------------------------------------
 def diagnose(a: Awty, *, repair: bool = False, env: dict[str, str] | None = None,
              which: Callable[[str], str | None] = shutil.which,
-             run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+             run: Callable[..., subprocess.CompletedProcess[Any]] = subprocess.run,
              proc: Path | None = Path("/proc")) -> Report:
     """Check ``a``'s home; with ``repair``, mend what can be mended. Never raises for what it
     finds: every problem is a ``Finding``. ``which``, ``run`` and ``proc`` (the /proc root the
     cron daemon is looked for in) are how the scheduler checks reach the system."""
     ctx = Ctx(a, repair, a.clock.now(), dict(a.env if env is None else env), which, run,
                Report(repair=repair))
+    if a.on_postgres:
+        _diagnose_postgres(ctx)
+    else:
+        _diagnose_sqlite(ctx)
+    ctx.add(check_cron(a.home, a.settings.resolution, env=ctx.env, which=which, run=run,
+                       proc=proc))
+    return ctx.report
+
+
+def _diagnose_sqlite(ctx: Ctx) -> None:
+    a = ctx.a
     ready = check_home_and_db(ctx)
     ctx.add(check_config(a.home, ctx.env))
     ctx.add(check_secret(ctx))
@@ -71,9 +87,21 @@ def diagnose(a: Awty, *, repair: bool = False, env: dict[str, str] | None = None
         run_checks(ctx, FILE_CHECKS)
     finally:
         ctx.close()
-    ctx.add(check_cron(a.home, a.settings.resolution, env=ctx.env, which=which, run=run,
-                       proc=proc))
-    return ctx.report
+
+
+def _diagnose_postgres(ctx: Ctx) -> None:
+    from .postgres import PG_STORE_CHECKS, check_server_and_schema, skipped_file_checks
+
+    a = ctx.a
+    ctx.add(check_home(a.home, ctx.repair, None))
+    ctx.add(check_config(a.home, ctx.env))
+    ctx.add(check_secret(ctx))
+    try:
+        if check_server_and_schema(ctx):
+            run_checks(ctx, PG_STORE_CHECKS)
+    finally:
+        ctx.close()
+    ctx.add(skipped_file_checks(ctx))
 
 
 def run_checks(ctx: Ctx, checks: list[Check]) -> None:
@@ -87,9 +115,9 @@ def run_checks(ctx: Ctx, checks: list[Check]) -> None:
 
 
 def diagnose_home(home: str | Path | None = None, *, repair: bool = False,
-                  env: dict[str, str] | None = None, clock=None,
+                  env: dict[str, str] | None = None, clock: Clock | None = None,
                   which: Callable[[str], str | None] = shutil.which,
-                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                  run: Callable[..., subprocess.CompletedProcess[Any]] = subprocess.run,
                   proc: Path | None = Path("/proc")) -> Report:
     """``diagnose`` for a home given by path, still reporting when its configuration is so
     broken that ``Awty`` cannot be built (then only the checks that need no settings run)."""
@@ -103,7 +131,10 @@ def diagnose_home(home: str | Path | None = None, *, repair: bool = False,
         return diagnose(a, repair=repair, env=env, which=which, run=run, proc=proc)
 
 
-def _without_settings(home, error: InvalidInput, *, repair, env, which, run, proc) -> Report:
+def _without_settings(home: str | Path | None, error: InvalidInput, *, repair: bool,
+                      env: dict[str, str], which: Callable[[str], str | None],
+                      run: Callable[..., subprocess.CompletedProcess[Any]],
+                      proc: Path | None) -> Report:
     home = Path(home).expanduser() if home else config_mod.default_home(env)
     report = Report(repair=repair)
     report.findings.append(check_home(home, repair, None))

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..api import Awty
 from ..errors import AwtyError
+from ..slotdir import SlotTree
 from ..store.base import Store
 
 TEMP_FILE_AGE = 60.0  # seconds: a younger .tmp may be a write in progress
@@ -104,6 +105,13 @@ class Tally:
         return Finding(check, False, detail, self.mended == self.found and not self.errors)
 
 
+def tree_of(a: Awty) -> SlotTree:
+    """The slot tree; the checks that ask for it run only for a home that has one."""
+    if a.tree is None:
+        raise AwtyError("this home keeps no slot tree (PostgreSQL store)")
+    return a.tree
+
+
 @dataclass
 class Ctx:
     a: Awty
@@ -111,9 +119,13 @@ class Ctx:
     now: datetime
     env: dict[str, str]
     which: Callable[[str], str | None]
-    run: Callable[..., subprocess.CompletedProcess]
+    run: Callable[..., subprocess.CompletedProcess[Any]]
     report: Report
     view: Awty | None = None  # read-only: never creates, migrates or chmods anything
+
+    @property
+    def tree(self) -> SlotTree:
+        return tree_of(self.a)
 
     @property
     def store(self) -> Store:

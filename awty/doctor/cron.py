@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .. import cronhealth
 from .base import Ctx, Finding
@@ -20,7 +21,7 @@ def finding(check: str, h: cronhealth.Health) -> Finding:
 
 def check_cron(home: Path, resolution: int | None, *, env: dict[str, str] | None = None,
                which: Callable[[str], str | None] = shutil.which,
-               run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+               run: Callable[..., subprocess.CompletedProcess[Any]] = subprocess.run,
                proc: Path | None = Path("/proc")) -> list[Finding]:
     """The scheduler and, when it is cron, the daemon that reads the crontab (``proc``: the
     /proc root to look for it in; None skips the daemon check)."""

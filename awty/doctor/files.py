@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import config as config_mod
 from ..errors import AwtyError, InvalidInput
-from .base import Ctx, Finding
+from .base import Ctx, Finding, tree_of
 
 
 def check_home_and_db(ctx: Ctx) -> bool:
@@ -20,7 +20,7 @@ def check_home_and_db(ctx: Ctx) -> bool:
     if not a.home.is_dir():
         return False
     if not a.db_path.exists():
-        slots = a.tree.slots()
+        slots = tree_of(a).slots()
         detail = "no database yet (the first `awty add` creates it)"
         if slots:
             detail = (f"no database, but the slot tree holds {len(slots)} slot(s): their "

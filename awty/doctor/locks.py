@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+from functools import partial
 from pathlib import Path
 
 from .base import Ctx, Finding, Tally
@@ -40,7 +41,7 @@ def check_locks(ctx: Ctx) -> Finding:
             if path.name.endswith((".lock", ".lock.owner")) and _planted(path):
                 kind = "symlink" if path.is_symlink() else "not a file"
                 t.note(f"{path.name} ({kind})")
-                t.attempt(lambda path=path: _move_aside(path), ctx.repair)
+                t.attempt(partial(_move_aside, path), ctx.repair)
     return t.finding("locks", "no planted lock files",
                      "lock path(s) that are not plain files (the slot cannot run)",
                      ("moves them aside", "moved aside"), ctx.repair)

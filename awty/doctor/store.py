@@ -5,13 +5,13 @@ boundaries, work left in past slots."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import partial
 
 from ..api import Awty
 from ..errors import AwtyError
 from ..model import StoreHealth
 from ..slots import current_slot, is_boundary, slot_for, slot_id
-from ..store import migrations
-from .base import SAMPLES, Ctx, Finding, Tally
+from .base import Ctx, Finding, SAMPLES, Tally, tree_of
 
 
 def check_schema_and_integrity(ctx: Ctx) -> bool:
@@ -23,7 +23,7 @@ def check_schema_and_integrity(ctx: Ctx) -> bool:
         ctx.add(Finding("schema", False, f"cannot read {ctx.a.db_path}: {e}"))
         return False
     version, sound = health.schema_version, not health.problems
-    want = migrations.SCHEMA_VERSION
+    want = health.expected_version
     if version > want:
         ctx.add(Finding("schema", False, f"version {version} is newer than this awty "
                         f"understands ({want}): upgrade awty"))
@@ -110,14 +110,16 @@ def check_resolution(ctx: Ctx) -> Finding:
 def _reslot(ctx: Ctx, slot: datetime, res: int, t: Tally) -> None:
     a, target = ctx.a, slot_for(slot, res)
     for job_id in sorted(a.store.slot_ids(slot)):
-        t.attempt(lambda job_id=job_id: _move(a, job_id, slot, target, ctx.now), True)
-    a.tree.remove_slot_if_empty(slot)
+        t.attempt(partial(_move, a, job_id, slot, target, ctx.now), True)
+    if a.tree is not None:
+        tree_of(a).remove_slot_if_empty(slot)
 
 
 def _move(a: Awty, job_id: str, old: datetime, new: datetime, now: datetime) -> None:
     job = a.store.reschedule(job_id, new, now)
-    a.tree.write(job)
-    a.tree.remove(job_id, old)
+    if a.tree is not None:
+        tree_of(a).write(job)
+        tree_of(a).remove(job_id, old)
 
 
 # --- past slots ----------------------------------------------------------------------------

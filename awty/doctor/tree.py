@@ -7,12 +7,14 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from ..api import Awty
 from ..clock import file_time_now
+from ..slotdir import Entry
 from ..slots import current_slot, slot_id
-from .base import RETIRED_AGE, TEMP_FILE_AGE, Ctx, Finding, Tally
+from .base import Ctx, Finding, RETIRED_AGE, TEMP_FILE_AGE, Tally, tree_of
 
 
 @dataclass
@@ -30,7 +32,7 @@ def check_tree(ctx: Ctx) -> list[Finding]:
     a = ctx.a
     t = _TreeTally(current=current_slot(ctx.now, a.settings.resolution))
     in_db = {s for s, _ in ctx.store.slots_with_work()}
-    for slot in sorted(in_db | set(a.tree.slots())):
+    for slot in sorted(in_db | set(tree_of(a).slots())):
         _check_slot(ctx, slot, slot in in_db, t)
     r = ctx.repair
     drop = t.drop_ins.finding(
@@ -62,7 +64,7 @@ def check_retired(ctx: Ctx) -> list[Finding]:
     ``rm``: one still there after RETIRED_AGE seconds was not deleted (the ``rm`` was killed),
     and one without ``.purge`` is a retirement cut short, whose files go back to their slot."""
     stale, cut = Tally(), Tally()
-    for path in ctx.a.tree.retired_dirs():
+    for path in ctx.tree.retired_dirs():
         if path.name.endswith(".purge"):
             try:
                 age = ctx.now.timestamp() - path.lstat().st_mtime
@@ -70,10 +72,10 @@ def check_retired(ctx: Ctx) -> list[Finding]:
                 continue  # deleted while we looked
             if age > RETIRED_AGE:
                 stale.note(path.name)
-                stale.attempt(lambda path=path: shutil.rmtree(path), ctx.repair)
+                stale.attempt(partial(shutil.rmtree, path), ctx.repair)
         else:
             cut.note(path.name)
-            cut.attempt(lambda path=path: ctx.a.tree.restore_retired(path), ctx.repair)
+            cut.attempt(partial(ctx.tree.restore_retired, path), ctx.repair)
     out = [stale.finding("retired slots", "no finished slot directory left undeleted",
                          f"finished slot director(y/ies) not deleted after {RETIRED_AGE:.0f}s",
                          ("deletes them", "deleted"), ctx.repair)]
@@ -88,41 +90,43 @@ def check_retired(ctx: Ctx) -> list[Finding]:
 def _check_slot(ctx: Ctx, slot: datetime, in_db: bool, t: _TreeTally) -> None:
     a, sid = ctx.a, slot_id(slot)
     here = ctx.store.slot_ids(slot) if in_db else set()
-    entries = list(a.tree.entries(slot))
+    entries = list(tree_of(a).entries(slot))
     names = {e.job_id for e in entries if e.job_id}
     for job_id in sorted(here - names):
         t.missing.note(f"{sid}/{job_id}")
-        t.missing.attempt(lambda job_id=job_id: _write_envelope(a, job_id, slot), ctx.repair)
+        t.missing.attempt(partial(_write_envelope, a, job_id, slot), ctx.repair)
     strangers = [e for e in entries if e.job_id not in here]
     known = ctx.store.find(e.job_id for e in strangers if e.job_id) if strangers else {}
     for e in strangers:
         if e.job_id in known and known[e.job_id] is None:
             t.orphans.note(f"{sid}/{e.name}")
-            t.orphans.attempt(lambda e=e: a.tree.remove_entry(e), ctx.repair)
+            t.orphans.attempt(partial(tree_of(a).remove_entry, e), ctx.repair)
         elif e.job_id in known:
             right = known[e.job_id]
+            assert right is not None  # the branch above took the unknown ones
             t.strays.note(f"{sid}/{e.name} (belongs in {slot_id(right)})")
-            t.strays.attempt(lambda e=e, right=right: _move_stray(a, e, right), ctx.repair)
+            t.strays.attempt(partial(_move_stray, a, e, right), ctx.repair)
         else:
             t.drop_ins.note(f"{sid}/{e.name}")
-            t.past_drop_ins += slot < t.current
-    for path in a.tree.temp_files(slot):
+            t.past_drop_ins += slot < t.current  # type: ignore[operator]  # set at start
+    for path in tree_of(a).temp_files(slot):
         if _age(path) > TEMP_FILE_AGE:
             t.temps.note(f"{sid}/{path.name}")
-            t.temps.attempt(lambda path=path: _unlink(path), ctx.repair)
+            t.temps.attempt(partial(_unlink, path), ctx.repair)
     if ctx.repair:
-        a.tree.remove_slot_if_empty(slot)
+        tree_of(a).remove_slot_if_empty(slot)
 
 
 def _write_envelope(a: Awty, job_id: str, slot: datetime) -> None:
     job = a.store.get(job_id)
     if job is not None and job.next_check_at == slot:  # it may have run meanwhile
-        a.tree.write(job)
+        tree_of(a).write(job)
 
 
-def _move_stray(a: Awty, entry, right: datetime) -> None:
-    a.tree.remove_entry(entry)
-    if not (a.tree.slot_path(right) / entry.name).exists():
+def _move_stray(a: Awty, entry: Entry, right: datetime) -> None:
+    tree_of(a).remove_entry(entry)
+    assert entry.job_id is not None  # a stray was found by its id
+    if not (tree_of(a).slot_path(right) / entry.name).exists():
         _write_envelope(a, entry.job_id, right)
 
 
@@ -145,12 +149,12 @@ def check_rejected(ctx: Ctx) -> Finding:
     """Files the runner set aside in ``rejected/`` instead of importing (bad envelopes, kinds
     not in ``dropin_kinds``, planted links). They harm nothing there, so this is a warning;
     the operator reads the reasons and deletes them."""
-    found = ctx.a.tree.rejected_files()
+    found = ctx.tree.rejected_files()
     if not found:
         return Finding("rejected", True, "no files set aside in rejected/")
     shown = "; ".join(f"{f.slot}/{f.path.name}: {(f.reason or 'no reason noted').strip()}"
                       for f in found[:3])
     more = f" … and {len(found) - 3} more" if len(found) > 3 else ""
     return Finding("rejected", True, f"{len(found)} file(s) set aside in "
-                   f"{ctx.a.tree.rejected}: {shown}{more} (read, then delete them)",
+                   f"{ctx.tree.rejected}: {shown}{more} (read, then delete them)",
                    warning=True)

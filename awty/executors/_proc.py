@@ -24,6 +24,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from ..execenv import restore
 from ..model import Attempt, Job
@@ -158,7 +159,7 @@ async def run_process(argv: list[str], *, stdin: bytes, cwd: str | None, env: di
     pid = transport.get_pid()
     timed_out = False
     try:
-        pipe = transport.get_pipe_transport(0)
+        pipe = cast("asyncio.WriteTransport | None", transport.get_pipe_transport(0))
         if pipe is not None and not pipe.is_closing():
             try:
                 if stdin:

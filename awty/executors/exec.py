@@ -7,6 +7,8 @@ The deadline, the process-group kill and the output cap live in ``_proc``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..clock import Clock
 from ..config import Settings
 from ..model import Answer, Attempt, Job, Result
@@ -47,7 +49,7 @@ class ExecExecutor:
                                       self._settings.history_output_bytes)
         rc = proc.returncode
 
-        def done(answer: Answer, **kw: object) -> Result:
+        def done(answer: Answer, **kw: Any) -> Result:
             return Result(answer, status=rc, output=output, duration=proc.duration, **kw)
 
         if proc.timed_out:

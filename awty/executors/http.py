@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from json.encoder import encode_basestring_ascii as _json_str  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii as _json_str
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 import httptools
@@ -117,7 +118,7 @@ class _Conn(asyncio.Protocol):
         self.keep_alive = False
 
     # asyncio.Protocol
-    def connection_made(self, transport):  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
@@ -232,18 +233,19 @@ class _Pool:
         self.sem = asyncio.Semaphore(limit)
         self.breaker = Breaker()
         self.proxy = proxy
-        self.addrs: list[tuple[int, tuple]] | None = None
+        self.addrs: list[tuple[int, tuple[Any, ...]]] | None = None
         self.refusal: str | None = None
         self.dns_error: str | None = None
         self.resolving: asyncio.Task[None] | None = None
 
 
 class _Target:
-    __slots__ = ("error", "pool", "head", "path", "ep")
+    __slots__ = ("error", "retry", "pool", "head", "path", "ep")
 
     def __init__(self, error: str | None = None, pool: _Pool | None = None, head: str = "",
-                 path: str = "", ep: Breaker | None = None):
+                 path: str = "", ep: Breaker | None = None, retry: bool = False):
         self.error = error
+        self.retry = retry  # the error is the operator's setting (a proxy): fixed, jobs go on
         self.pool = pool
         self.head = head  # request line + Host + the fixed headers
         self.path = path  # the endpoint's path (no query), for its breaker and messages
@@ -325,7 +327,7 @@ class HttpExecutor:
         if t is None:
             t = self._target(job.target)
         if t.error is not None:
-            return Result(Answer.FAIL, error=t.error)
+            return Result(Answer.RETRY if t.retry else Answer.FAIL, error=t.error)
         pool = t.pool
         assert pool is not None
         if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
@@ -406,7 +408,7 @@ class HttpExecutor:
             proxy = self._proxies.for_target(scheme, ascii_host, port)
             pool = self._pools[key] = _Pool(key, host, ascii_host, self._per_host, proxy)
         if pool.proxy is not None and pool.proxy.error is not None:
-            return _Target(error=pool.proxy.error)
+            return _Target(error=pool.proxy.error, retry=True)
         if pool.proxy is not None and not pool.tls:
             # a forward proxy takes the absolute form; https goes through a CONNECT tunnel
             line = f"POST {scheme}://{host_header}{path} HTTP/1.1\r\n{pool.proxy.auth_line}"
@@ -473,7 +475,7 @@ class HttpExecutor:
                        loop: asyncio.AbstractEventLoop, t0: float) -> Result:
         data = self._request(job, attempt, t)
         if data.__class__ is str:
-            return Result(Answer.FAIL, error=data, duration=_monotonic() - t0)  # type: ignore
+            return Result(Answer.FAIL, error=data, duration=_monotonic() - t0)
         conn = None
         idle = pool.idle
         while idle:
@@ -486,7 +488,7 @@ class HttpExecutor:
         if conn is None:
             got = await self._connect(pool, loop, t0)
             if got.__class__ is Result:
-                return got  # type: ignore[return-value]
+                return got
             conn = got  # type: ignore[assignment]
         while True:
             try:
@@ -499,7 +501,7 @@ class HttpExecutor:
                     reused = False
                     got = await self._connect(pool, loop, t0)
                     if got.__class__ is Result:
-                        return got  # type: ignore[return-value]
+                        return got
                     conn = got  # type: ignore[assignment]
                     continue
                 self._failed(t, pool)
@@ -594,7 +596,7 @@ class HttpExecutor:
         return ctx
 
     async def _proxy_addrs(self, proxy: Proxy, loop: asyncio.AbstractEventLoop
-                           ) -> list[tuple[int, tuple]]:
+                           ) -> list[tuple[int, tuple[Any, ...]]]:
         """The proxy's addresses: the operator's choice, so not checked by netguard."""
         infos = await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM,
                                        proto=socket.IPPROTO_TCP)
@@ -612,12 +614,12 @@ class HttpExecutor:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             pool.dns_error = f"cannot resolve host {pool.host}: {detail}"
             return
-        addrs: list[tuple[int, tuple]] = []
+        addrs: list[tuple[int, tuple[Any, ...]]] = []
         seen = set()
         for family, _type, _proto, _name, sockaddr in infos:
             if family not in (socket.AF_INET, socket.AF_INET6):
                 continue
-            ip = sockaddr[0]
+            ip = cast(str, sockaddr[0])  # AF_INET and AF_INET6 addresses start with the host
             reason = netguard.address_refusal(ip, self._settings)
             if reason is not None:
                 pool.refusal = f"host {pool.host} resolves to a refused address: {reason}"

@@ -86,7 +86,8 @@ class PythonExecutor:
         return result(Answer.RECHECK, recheck_at=at)
 
     def _recheck_at(self, answer: dict[str, Any]) -> datetime | None:
-        kind, value = answer.get("kind"), answer.get("value")
+        kind = answer.get("kind")
+        value: Any = answer.get("value")
         if kind == "none":
             return None
         if kind == "datetime":

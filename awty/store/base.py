@@ -21,7 +21,8 @@ Owners, leases and the life of a claim
 - A claim is *taken over* (claimed again by another owner) only when its lease has expired
   (``lease_until <= now``, the boundary included) **and** its owner is not alive. A live
   owner's claims are never taken over, even by a process whose clock runs ahead; an owner
-  that never opened a session is judged by its lease alone.
+  that never opened a session is judged by its lease alone. A claimer never takes back its
+  own expired leases (they are still its work in progress).
 - ``finish`` applies a decision only to jobs still leased by the same owner; a job cancelled,
   rescheduled or taken over meanwhile is left as it is (its result is dropped, never
   half-applied).
@@ -41,10 +42,11 @@ Locks
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Reslot,
@@ -114,13 +116,13 @@ class Store(Protocol):
         """Ids of every job (any status) whose next_check_at is ``slot``."""
 
     def slots_with_work(self, *, since: datetime | None = None,
-                        until: datetime | None = None) -> list[tuple[datetime, int]]:
+                        until: datetime | None = None) -> builtins.list[tuple[datetime, int]]:
         """(slot, job count) for slots holding jobs, oldest first, within [since, until]. Uses
         the slot index: the cost follows the rows in range, not the table."""
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
                 key: str | None = None, since: datetime | None = None,
-                limit: int | None = None) -> list[HistoryRow]:
+                limit: int | None = None) -> builtins.list[HistoryRow]:
         """Ended jobs, newest first."""
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
@@ -128,9 +130,10 @@ class Store(Protocol):
         """Pending work at ``now`` (``current`` is the current slot) and what ended or ran
         since ``since``; lateness percentiles over the executions in that window."""
 
-    def leases(self, now: datetime) -> list[LeaseGroup]:
+    def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         """Jobs in flight grouped by owner, with how many leases expired and whether the
-        owner is alive."""
+        owner is alive (None where the store cannot tell: SQLite, an owner that never
+        opened a session; PostgreSQL answers False, no session lock being held)."""
 
     def last_fired(self) -> tuple[datetime, datetime] | None:
         """The newest slot in the execution log and when its first execution started (what
@@ -165,23 +168,23 @@ class Store(Protocol):
         """The lock a run of ``slot`` (or one shard: (index, count), 0-based) takes."""
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
-              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
+              limit: int, shard: tuple[int, int] | None = None) -> builtins.list[Job]:
         """Lease up to ``limit`` jobs of ``slot`` (pending, or in flight and taken over: see
         the rules), in (next_check_at, id) order. ``shard`` keeps only the jobs whose
         ``ids.shard_of(id, count) == index``."""
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
-                  lease_until: datetime) -> list[Job]:
+                  lease_until: datetime) -> builtins.list[Job]:
         """Lease the named jobs whatever their slot (``awty run ID``), on the same terms as
         ``claim``; ids not claimable are left out."""
 
-    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
+    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> builtins.list[str]:
         """Mark claimed jobs as started, just before executing them; returns those still
         claimed by ``owner``, in the order given. A job left out was cancelled, rescheduled
         or taken over since its claim: it must not run."""
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
-               executions: Sequence[Execution] = ()) -> list[Decision]:
+               executions: Sequence[Execution] = ()) -> builtins.list[Decision]:
         """Apply decisions (and record executions) for jobs still leased by ``owner``, in one
         transaction; returns the ones applied."""
 
@@ -189,6 +192,20 @@ class Store(Protocol):
         """Give ``owner``'s claims back as pending, unchanged (an interrupted run); returns
         how many."""
 
+    # -- moving a home (``awty export`` / ``awty import``) --------------------------------
+    def export_pending(self) -> Iterator[tuple[Job, str | None]]:
+        """Every job in ``future_job`` (in flight ones as they are) with its idempotency
+        fingerprint, in (next_check_at, id) order, streamed (memory stays flat)."""
+
+    def export_history(self) -> Iterator[dict[str, Any]]:
+        """Every history row, oldest first, streamed, as a ``portable`` record: what
+        ``import_history`` of any store takes back unchanged."""
+
+    def import_history(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Insert history records (as ``export_history`` gives them) all or none, in the order
+        given; returns how many. Pending jobs go in through ``add``."""
+
     def release_stale(self, owner: str | None, now: datetime) -> int:
-        """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: no
-        owner) whose lease expired and whose owner is not alive; returns how many."""
+        """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: jobs
+        in flight with no lease owner, not "any owner") whose lease expired and whose owner is
+        not alive; returns how many."""

@@ -46,7 +46,16 @@ _PAYLOAD_ONLY = '{"payload":'
 def payload_only_json(j: Job) -> str:
     """What a plain ended job keeps: its payload alone (encoding every row costs ~10 % of a
     slot run). ``payload_json`` is stored JSON text, embedded as it is."""
-    return _PAYLOAD_ONLY + j.payload_json + "}"
+    return payload_only(j.payload_json)
+
+
+def payload_only(payload_json: str) -> str:
+    return _PAYLOAD_ONLY + payload_json + "}"
+
+
+def whole_job(text: str) -> str | None:
+    """The job document a history row's text is, or None when it keeps the payload alone."""
+    return None if text.startswith(_PAYLOAD_ONLY) else text
 
 
 def job_from_json(text: str) -> Job:

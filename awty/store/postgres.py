@@ -10,6 +10,7 @@ its connection. Every psycopg error leaves as a one-line ``StoreError``.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
     Outcome, Reslot, Status, StoreHealth, StoreStats,
 )
-from . import pg_migrations
+from . import pg_migrations, pg_portable
 from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
 from .pg_rows import (
@@ -35,6 +36,11 @@ from .pg_rows import (
     row_to_job, sec,
 )
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
+
+# psycopg_pool logs reconnects as warnings; with no logging set up they would reach stderr
+# through logging's last resort, around the command's own one-line error. An application that
+# configures logging still gets them.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 _SECOND = timedelta(seconds=1)
 _KEEPALIVES = " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
@@ -135,14 +141,14 @@ class PostgresStore:
                     v = pg_migrations.current_version(cur, self.schema)
         except psycopg.Error as e:
             return StoreHealth(False, 0, f"PostgreSQL at {self.where}: unreachable",
-                               (_one_line(e),))
+                               (_one_line(e),), pg_migrations.LATEST)
         detail = f"PostgreSQL {version} at {at}, database {db}, schema {self.schema}"
         problems: tuple[str, ...] = ()
         if v == 0:
             problems = (f'no awty schema "{self.schema}": run `awty init`',)
         elif v != pg_migrations.LATEST:
             problems = (f"schema version {v}, this awty needs {pg_migrations.LATEST}",)
-        return StoreHealth(not problems, v, detail, problems)
+        return StoreHealth(not problems, v, detail, problems, pg_migrations.LATEST)
 
     def close(self) -> None:
         for conn in self._sessions.values():
@@ -504,7 +510,9 @@ class PostgresStore:
                 cur.execute(self.sql.reslot, (
                     now, [d.job.id for d in reslots], [sec(d.next_check_at) for d in reslots],
                     [d.check_count for d in reslots], [d.attempt for d in reslots],
-                    [d.error[:ERROR_CHARS] if d.error else None for d in reslots], owner))
+                    # the decision's error, else the result's (as SQLite keeps it)
+                    [(d.error or (d.result.error if d.result else None) or "")[:ERROR_CHARS]
+                     or None for d in reslots], owner))
                 applied.update(r[0] for r in cur.fetchall())
             if ends:
                 owned = dict(cur.execute(self.sql.end_owned,
@@ -533,3 +541,35 @@ class PostgresStore:
         with self._tx("cannot release stale leases") as cur:
             return cur.execute(self.sql.release_stale, {
                 "owner": owner, "now": sec(now), "owner_class": self._owner_class}).rowcount
+
+    # -- moving a home (export / import: pg_portable) -------------------------------------
+    def export_pending(self) -> Iterator[tuple[Job, str | None]]:
+        for r in self._rows_streamed(pg_portable.selects(self.schema)[0], "cannot export"):
+            yield row_to_job(r), r[-1]
+
+    def export_history(self) -> Iterator[dict]:
+        for r in self._rows_streamed(pg_portable.selects(self.schema)[1], "cannot export"):
+            yield pg_portable.history_record(r)
+
+    def import_history(self, rows: Iterable[dict]) -> int:
+        counted = [0]
+
+        def values():
+            for v in pg_portable.history_values(rows):
+                counted[0] += 1
+                yield v
+        with self._tx("cannot import history") as cur:
+            self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
+        return counted[0]
+
+    def _rows_streamed(self, sql: str, what: str) -> Iterator[tuple]:
+        if self._pool is None:
+            raise StoreError("the store is closed")
+        try:
+            with self._pool.connection() as conn, conn.transaction(), \
+                    conn.cursor(name="awty_export") as cur:
+                cur.itersize = 2000
+                cur.execute(sql)
+                yield from cur
+        except psycopg.Error as e:
+            raise self._error(e, what) from None

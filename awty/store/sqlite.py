@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..errors import Conflict, JobNotFound, StoreError
 from ..ids import runner_label, shard_of
@@ -24,11 +25,11 @@ from ..model import (
     Status, StoreHealth, StoreStats,
 )
 from ..slots import from_iso, iso
-from . import migrations, sqlite_reports
+from . import migrations, sqlite_portable, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
 from .sqlite_rows import (
-    INSERT_EXECUTION, RETURNING_JOB, SELECT_EXECUTION, SELECT_JOB, execution_to_row, job_filters,
-    row_to_execution, row_to_history, row_to_job, translate, where,
+    INSERT_EXECUTION, INSERT_HISTORY, RETURNING_JOB, SELECT_EXECUTION, SELECT_JOB,
+    execution_to_row, job_filters, row_to_execution, row_to_history, row_to_job, translate, where,
 )
 from .sqlite_write import ERROR_CHARS, add_jobs, end_rows, retry_job
 
@@ -104,8 +105,9 @@ class SQLiteStore:
         try:
             version = self.schema_version()
         except sqlite3.Error as e:
-            return StoreHealth(False, 0, f"cannot read {self.path}: {e}", (str(e),))
-        return sqlite_reports.check(self.conn, version)
+            return StoreHealth(False, 0, f"cannot read {self.path}: {e}", (str(e),),
+                               migrations.SCHEMA_VERSION)
+        return sqlite_reports.check(self.conn, version, migrations.SCHEMA_VERSION)
 
     def close(self) -> None:
         self.conn.close()
@@ -379,3 +381,16 @@ class SQLiteStore:
                 "(lease_until IS NULL OR lease_until <= ?) AND lease_owner IS ?",
                 (iso(now), iso(now), owner)).rowcount
 
+
+    # -- moving a home (export / import) --------------------------------------------------
+    def export_pending(self) -> Iterator[tuple[Job, str | None]]:
+        return sqlite_portable.export_pending(self.conn)
+
+    def export_history(self) -> Iterator[dict[str, Any]]:
+        return sqlite_portable.export_history(self.conn)
+
+    def import_history(self, rows: Iterable[dict[str, Any]]) -> int:
+        with self._write() as c:
+            before = c.total_changes
+            c.executemany(INSERT_HISTORY, sqlite_portable.history_values(rows))
+            return c.total_changes - before

@@ -80,13 +80,13 @@ def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datet
     )
 
 
-def check(conn: sqlite3.Connection, version: int) -> StoreHealth:
+def check(conn: sqlite3.Connection, version: int, expected: int) -> StoreHealth:
     try:
         problems = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
     except sqlite3.Error as e:
-        return StoreHealth(False, version, f"PRAGMA integrity_check: {e}", (str(e),))
+        return StoreHealth(False, version, f"PRAGMA integrity_check: {e}", (str(e),), expected)
     if problems == ["ok"]:
-        return StoreHealth(True, version, "PRAGMA integrity_check: ok")
+        return StoreHealth(True, version, "PRAGMA integrity_check: ok", (), expected)
     return StoreHealth(False, version, "PRAGMA integrity_check: " + "; ".join(problems[:5])
                        + " — restore a backup or rebuild with `sqlite3 awty.db .recover`",
-                       tuple(problems))
+                       tuple(problems), expected)

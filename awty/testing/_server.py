@@ -52,15 +52,15 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.number = 0  # which accepted connection this is (1-based)
         self.served = 0
-        self.last: asyncio.Future | None = None
+        self.last: asyncio.Future[None] | None = None
         self.room = asyncio.Event()  # cleared while the transport's write buffer is full
         self.url = b""
         self.headers: list[tuple[str, str]] = []
         self.body: list[bytes] = []
 
     # -- asyncio ------------------------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.transport = transport
         self.number = self.server.opened(transport)
         self.room.set()
 
@@ -115,7 +115,7 @@ class _Conn(asyncio.Protocol):
             self.transport.close()
 
     async def _respond(self, reply: Any, method: str, keep: bool, reused: bool,
-                       before: asyncio.Future | None) -> None:
+                       before: asyncio.Future[None] | None) -> None:
         if before is not None:
             await before
         if reply.close or (reply.close_if_reused and reused):
@@ -193,12 +193,12 @@ class Server:
         self.tls = tls
         self.lifetime = lifetime
         self.accepted = 0
-        self.transports: set = set()
+        self.transports: set[asyncio.Transport] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
-    def opened(self, transport: asyncio.BaseTransport) -> int:
+    def opened(self, transport: asyncio.Transport) -> int:
         self.transports.add(transport)
         self.accepted += 1
         return self.accepted
@@ -270,17 +270,17 @@ def serve_constant(port: int, *, status: int = 204, reuse_port: bool = False,
     class Constant(asyncio.Protocol):
         __slots__ = ("t", "p")
 
-        def connection_made(self, transport):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             self.t = transport
             self.p = httptools.HttpRequestParser(self)
 
-        def data_received(self, data):
+        def data_received(self, data: bytes) -> None:
             try:
                 self.p.feed_data(data)
             except httptools.HttpParserError:
                 self.t.close()
 
-        def on_message_complete(self):
+        def on_message_complete(self) -> None:
             if self.p.should_keep_alive():
                 self.t.write(answer)
             else:
@@ -298,7 +298,7 @@ def serve_constant(port: int, *, status: int = 204, reuse_port: bool = False,
     loop.run_until_complete(loop.create_server(Constant, sock=sock, backlog=4096))
     deadline = time.monotonic() + lifetime
 
-    def watchdog():  # self-stopping: parent gone or too old
+    def watchdog() -> None:  # self-stopping: parent gone or too old
         if (parent is not None and os.getppid() != parent) or time.monotonic() > deadline:
             loop.stop()
         else:

@@ -101,7 +101,8 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 with nothing listening (connecting to it is refused)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def as_int(text: str | None) -> int | None:

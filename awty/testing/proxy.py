@@ -95,8 +95,11 @@ class Proxy:
         finally:
             uw.close()
 
-    async def _forward(self, method, target, version, headers, named, reader, writer,
-                       upstream):
+    async def _forward(self, method: str, target: str, version: str,
+                       headers: list[tuple[str, ...]], named: dict[str, str],
+                       reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       upstream: tuple[str, asyncio.StreamReader, asyncio.StreamWriter] | None,
+                       ) -> tuple[str, asyncio.StreamReader, asyncio.StreamWriter] | None:
         """One absolute-form request, sent on in origin-form; its answer relayed back.
         Returns the upstream connection to reuse, or None to close the client's."""
         parts = urlsplit(target)

@@ -62,7 +62,7 @@ from .messages import Logged, Reply, Request, as_int, as_reply, free_port, slot_
 __all__ = ["Receiver", "Reply", "Request", "Logged", "free_port", "serve_constant"]
 
 
-_Answer = Callable[[Request], "int | tuple | Reply"]
+_Answer = Callable[[Request], "int | tuple[Any, ...] | Reply"]
 
 
 class Receiver:

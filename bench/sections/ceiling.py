@@ -13,13 +13,13 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from ..common import CHILDREN, PATH, ROOT, die_with_parent, new_loop, proc_cpu
+from ..common import BENCH_DIR, CHILDREN, PATH, die_with_parent, new_loop, proc_cpu
 
 if TYPE_CHECKING:
     from ..context import Bench
     from ..receivers import Receiver
 
-BENCH = ROOT / "bench"  # `python bench …` runs bench/__main__.py
+BENCH = BENCH_DIR
 
 
 def run(b: Bench) -> None:

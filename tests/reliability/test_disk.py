@@ -296,7 +296,7 @@ def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
             removals.append(len(job_ids))
             return [OSError(errno.EROFS, os.strerror(errno.EROFS)) for _ in job_ids]
 
-        def no_retire(self, slot, done):
+        def no_retire(self, slot, done, ended=None):
             removals.append(0)
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 

@@ -187,9 +187,12 @@ def test_the_timeout_holds_for_each_job_not_for_the_slot(home, clock):
         started = time.monotonic()
         s = a.run_slot(hung[0].next_check_at)
         elapsed = time.monotonic() - started
-        # 2 at a time: 4 timeouts open the breaker after 2 rounds; the rest are deferred.
-        assert elapsed < 2 * TIMEOUT + 2.5, elapsed
-        assert s.outcomes == {"done": 10} and s.deferred == 8 and s.retried == 4
+        # 2 at a time: 4 timeouts open the breaker after 2 rounds; the rest are deferred. On a
+        # loaded machine the two timeouts of a round land apart, and the slot the first frees
+        # may let one more hung job in before the 4th failure opens the breaker.
+        assert elapsed < 3 * TIMEOUT + 2.5, elapsed
+        assert s.outcomes == {"done": 10} and s.retried in (4, 5)
+        assert s.deferred == len(hung) - s.retried
         assert len(rx["ok"].requests()) == 10
         p = pending(home)
         assert all(p[j.id]["status"] == "pending" for j in hung)

@@ -1,9 +1,9 @@
 """The ``store`` fixture: every contract test runs once per store (SQLite, PostgreSQL), each on
-a fresh store (a temp SQLite file; a fresh schema in one database made per test session)."""
+a fresh store (a temp SQLite file; a fresh schema in the database ``pg_database``, in
+tests/conftest.py, makes per test session)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import pgserver  # noqa: E402
 
 HOLDER = Path(__file__).with_name("holder.py")
 
@@ -65,20 +64,6 @@ class Holder:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-
-
-@pytest.fixture(scope="session")
-def pg_database():
-    try:
-        db = pgserver.SessionDatabase()
-    except Exception as e:  # noqa: BLE001 - any reason means "no server", reported below
-        message = pgserver.unavailable(str(e).strip().splitlines()[0] if str(e) else repr(e))
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        print(f"\nSKIPPING PostgreSQL tests: {message}", file=sys.stderr)
-        pytest.skip(message)
-    yield db
-    db.drop()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -627,3 +627,111 @@ def test_owner_session_makes_owner_alive_in_process(store):
         assert [g.alive for g in store.leases(NOW + MIN)] == [True]
     assert [g.alive for g in store.leases(NOW + MIN)] in ([False], [None])
     assert len(claim(store, S1, owner=B, now=NOW + MIN)) == 1
+
+
+# --- export / import (moving a home between stores) ------------------------------------------
+def _a_worked_store(store) -> dict[str, Job]:
+    """Pending jobs (one in flight, one with an idempotency key) and history of every kind:
+    done (payload only), failed and cancelled (whole job kept), an idempotent one ended."""
+    jobs = {n: mk(S1, entity="order", key=n, headers={"X": n}) for n in ("done", "failed", "x")}
+    jobs["idem"] = mk(S1, idem="k-1")
+    jobs["later"] = mk(S3, idem="k-2")
+    jobs["flight"] = mk(S2)
+    store.add(list(jobs.values()), [None, None, None, "fp-1", "fp-2", None])
+    claimed = {j.id: j for j in claim(store)}
+    applied = store.finish([end(claimed[jobs["done"].id]),
+                            end(claimed[jobs["failed"].id], Outcome.FAILED, "500 three times"),
+                            end(claimed[jobs["idem"].id])], owner=A, now=NOW)
+    assert len(applied) == 3
+    store.release([jobs["x"].id], owner=A, now=NOW)
+    store.cancel([jobs["x"].id], NOW)
+    claim(store, S2, owner=B)
+    return jobs
+
+
+def _moved(src, dst) -> tuple[int, int]:
+    pending = list(src.export_pending())
+    added = dst.add([replace(j, status=Status.PENDING, lease_owner=None, lease_until=None,
+                             started_at=None) for j, _ in pending], [fp for _, fp in pending])
+    assert all(a.created for a in added)
+    return len(added), dst.import_history(src.export_history())
+
+
+def test_export_streams_pending_jobs_and_history(store):
+    jobs = _a_worked_store(store)
+    pending = list(store.export_pending())
+    assert [j.id for j, _ in pending] == [jobs["flight"].id, jobs["later"].id]
+    assert dict((j.id, fp) for j, fp in pending)[jobs["later"].id] == "fp-2"
+    assert {j.id: j.status for j, _ in pending}[jobs["flight"].id] is Status.IN_FLIGHT
+    history = list(store.export_history())
+    assert [h["id"] for h in history][:3] == [jobs["done"].id, jobs["failed"].id,
+                                              jobs["idem"].id]
+    by_id = {h["id"]: h for h in history}
+    assert by_id[jobs["done"].id]["job"] is None and by_id[jobs["done"].id]["payload"] == \
+        '{"n": 1}'
+    assert by_id[jobs["failed"].id]["job"] and by_id[jobs["idem"].id]["fingerprint"] == "fp-1"
+    assert by_id[jobs["x"].id]["outcome"] == "cancelled"
+    assert by_id[jobs["done"].id]["ended_at"].tzinfo is not None
+
+
+@pytest.mark.parametrize("to", ["sqlite", "same"])
+def test_import_takes_back_what_export_gave(store, case, tmp_path, to):
+    """Export, import into another store (SQLite, or the same kind), export again: equal.
+    The moved store then behaves the same: retry finds the failed job, idempotency the key."""
+    jobs = _a_worked_store(store)
+    if to == "sqlite" or case.kind == "sqlite":
+        from awty.store.sqlite import SQLiteStore
+
+        dst = SQLiteStore(tmp_path / "moved.db")
+    else:
+        from awty.store.postgres import PostgresStore
+
+        dst = PostgresStore(case.where, schema=case.schema + "_m", create=True)
+    try:
+        assert _moved(store, dst) == (2, 4)
+        assert list(dst.export_history()) == list(store.export_history())
+        assert [(replace(j, status=Status.PENDING, lease_owner=None, lease_until=None,
+                         started_at=None), fp) for j, fp in store.export_pending()] == \
+            list(dst.export_pending())
+        again = dst.add([mk(S3, idem="k-1")], ["fp-1"])[0]
+        assert not again.created and again.job.id == jobs["idem"].id
+        with pytest.raises(Conflict):
+            dst.add([mk(S3, idem="k-1")], ["another"])
+        assert dst.retry(jobs["failed"].id, S3, NOW).headers == {"X": "failed"}
+    finally:
+        dst.close()
+        if case.kind == "postgres" and to == "same":
+            import psycopg
+
+            with psycopg.connect(case.where, autocommit=True) as c:
+                c.execute(f'DROP SCHEMA IF EXISTS "{case.schema}_m" CASCADE')
+
+
+def test_import_history_is_all_or_nothing(store):
+    rows = list(_rows_for_import())
+    bad = {**rows[0], "outcome": None}  # NOT NULL: the whole import fails
+    with pytest.raises(Exception):  # noqa: B017 - each store names its own error
+        store.import_history([rows[0], bad])
+    assert list(store.export_history()) == []
+    assert store.import_history(rows) == 1
+
+
+def _rows_for_import():
+    yield {"id": _next_id(), "kind": "http", "target": "http://127.0.0.1:9/cb",
+           "entity_name": None, "entity_key": None, "outcome": "done", "reason": "ok",
+           "checks": 1, "attempts": 1, "first_check_at": S1, "ended_at": S1 + MIN,
+           "created_at": NOW, "duration_ms": 1.5, "lateness_ms": 2.0, "last_status": 200,
+           "error": None, "output": None, "idempotency_key": None, "fingerprint": None,
+           "payload": '{"n": 1}', "job": None}
+
+
+def test_a_retry_keeps_the_results_error_as_last_error(store):
+    """A re-slotted job keeps why it was re-slotted: the decision's error, else its result's
+    (``list`` and ``show`` print it)."""
+    a, b = add(store, mk(), mk())
+    ca, cb = claim(store)
+    store.finish([Reslot(ca, S3, 0, 1, Result(Answer.RETRY, error="timeout after 1.0s")),
+                  Reslot(cb, S3, 0, 1, Result(Answer.RETRY, status=503), error="http 503")],
+                 owner=A, now=NOW)
+    assert store.get(a.id).last_error == "timeout after 1.0s"
+    assert store.get(b.id).last_error == "http 503"

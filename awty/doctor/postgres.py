@@ -1,0 +1,75 @@
+"""Doctor on a PostgreSQL home: the server (reachable, its version), the schema (version), then
+the store checks that hold for any store (``PG_STORE_CHECKS``). There is no database file and
+no slot tree: drop-in envelopes are a single-host feature, off with PostgreSQL, and the checks
+of files beside the store are skipped with a note saying so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ..errors import AwtyError
+from .base import Ctx, Finding
+from .cron import check_last_slot
+from .store import check_leases, check_past_slots, check_resolution
+
+Check = Callable[[Ctx], Finding | Iterable[Finding]]
+
+
+def check_server_and_schema(ctx: Ctx) -> bool:
+    """Reachable, which server, which schema version. True when the store checks may run.
+    Read through a read-only view: doctor never creates or migrates a shared schema (that is
+    `awty init`'s, run once from one host)."""
+    view = ctx.a.read_only()
+    try:
+        health = view.store.check()
+    except AwtyError as e:
+        text = str(e)
+        if "awty init" in text:  # the server answered; the schema is missing or behind
+            ctx.add(Finding("server", True, f"PostgreSQL at {_where(ctx)} answers"))
+            ctx.add(Finding("schema", False, text))
+        else:
+            ctx.add(Finding("server", False, text))
+        return False
+    finally:
+        view.close()
+    if not health.ok and "unreachable" in health.detail:
+        ctx.add(Finding("server", False, f"{health.detail}: {'; '.join(health.problems)}"))
+        return False
+    ctx.add(Finding("server", True, health.detail))
+    if health.problems:
+        ctx.add(Finding("schema", False, "; ".join(health.problems)))
+        return False
+    ctx.add(Finding("schema", True, f"version {health.schema_version}"))
+    return True
+
+
+def check_dropins_off(ctx: Ctx) -> Finding:
+    """Say that drop-ins are off, and warn when files wait in a slot tree nobody reads."""
+    tree = ctx.a.home / "slots"
+    waiting = sum(1 for p in tree.rglob("*.json") if p.is_file()) if tree.is_dir() else 0
+    if waiting:
+        return Finding("drop-ins", True, f"off with PostgreSQL, yet {tree} holds {waiting} "
+                       "envelope file(s) that no runner reads: add them with `awty add "
+                       "--batch` (one JSON object per line), then delete them", warning=True)
+    return Finding("drop-ins", True, "off: drop-in envelope files are a single-host feature; "
+                   "with PostgreSQL every host adds with `awty add` or the Python API")
+
+
+def skipped_file_checks(ctx: Ctx) -> Finding:
+    return Finding("files", True, "database file, slot tree and lock file checks skipped: "
+                   "PostgreSQL keeps jobs and locks in the server")
+
+
+def _where(ctx: Ctx) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(ctx.a.settings.database_url or "")
+    except Exception:  # noqa: BLE001 - only for a message
+        return "the configured URL"
+    return f"{info.get('host') or 'local socket'}:{info.get('port') or 5432}"
+
+
+# The store checks on PostgreSQL, in order, once the server and schema are sound.
+PG_STORE_CHECKS: list[Check] = [check_leases, check_resolution, check_past_slots,
+                                check_last_slot, check_dropins_off]

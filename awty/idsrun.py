@@ -1,0 +1,57 @@
+"""One run of named jobs (``awty run ID…``): a ``SlotRun`` whose only claim is ``claim_ids``.
+
+Everything after the claim (start just before sending, execute, record per batch, give back
+on SIGTERM) is the slot run's own. The claim is all or nothing: if one named job cannot be
+claimed (ended, unknown, or leased by another runner), the others are given back unchanged
+and nothing is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from .errors import AwtyError, Conflict, JobNotFound
+from .ids import runner_label
+from .model import Job, Status
+from .slotrun import SlotRun, lease_seconds
+
+
+class IdsRun(SlotRun):
+    def __init__(self, ids: Sequence[str], **kw: Any):
+        super().__init__(shard=None, **kw)
+        self.ids = list(dict.fromkeys(ids))
+        self.claimed: dict[str, datetime] = {}  # id -> the slot its envelope was in
+        # One claim holds every named job: its lease must cover them all, not one batch.
+        self.lease = lease_seconds(replace(self.s, batch_size=max(self.s.batch_size,
+                                                                  len(self.ids))))
+
+    def _claim(self) -> list[Job]:
+        ids, self.ids = self.ids, []
+        if not ids:
+            return []  # claimed once already: the run ends when these are sent
+        now = self.clock.now()
+        jobs = self.store.claim_ids(ids, now=now, owner=self.owner,
+                                    lease_until=now + timedelta(seconds=self.lease))
+        got = {j.id for j in jobs}
+        missing = [i for i in ids if i not in got]
+        if missing:
+            self.store.release(sorted(got), owner=self.owner, now=now)
+            raise self._why_not(missing[0])
+        self.claimed = {j.id: j.next_check_at for j in jobs}
+        return jobs
+
+    def _why_not(self, job_id: str) -> AwtyError:
+        job = self.store.get(job_id)
+        if job is None:
+            if self.store.get_history(job_id):
+                return JobNotFound(f"{job_id} (it has ended; see `awty show {job_id}`); "
+                                   "nothing was run")
+            return JobNotFound(f"{job_id}; nothing was run")
+        if job.status is Status.IN_FLIGHT:
+            return Conflict(f"job {job_id} is being delivered now "
+                            f"({runner_label(job.lease_owner)}); nothing was run")
+        return Conflict(f"job {job_id} changed while it was being claimed; nothing was run, "
+                        "try again")
