@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def run(b: Bench) -> None:
     n = b.a.cli_calls
     rm = b.rep.row("add_median", f"awty add (CLI) median wall, {n} calls", "ms",
-                      "≤ 100 ms", lambda v: v <= 100, "{:,.1f}")
+                      "≤ 60 ms", lambda v: v <= 60, "{:,.1f}")
     rp = b.rep.row("add_p90", f"awty add (CLI) p90 wall, {n} calls", "ms", fmt="{:,.1f}")
     now = BASE
     home = b.homes.path("cli-add")
