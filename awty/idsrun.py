@@ -23,7 +23,7 @@ class IdsRun(SlotRun):
     def __init__(self, ids: Sequence[str], **kw: Any):
         super().__init__(shard=None, **kw)
         self.ids = list(dict.fromkeys(ids))
-        self.claimed: dict[str, datetime] = {}  # id -> the slot its envelope was in
+        self.claimed_slots: dict[str, datetime] = {}  # id -> the slot its envelope was in
         # One claim holds every named job: its lease must cover them all, not one batch.
         self.lease = lease_seconds(replace(self.s, batch_size=max(self.s.batch_size,
                                                                   len(self.ids))))
@@ -40,7 +40,7 @@ class IdsRun(SlotRun):
         if missing:
             self.store.release(sorted(got), owner=self.owner, now=now)
             raise self._why_not(missing[0])
-        self.claimed = {j.id: j.next_check_at for j in jobs}
+        self.claimed_slots = {j.id: j.next_check_at for j in jobs}
         return jobs
 
     def _why_not(self, job_id: str) -> AwtyError:

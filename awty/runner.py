@@ -199,7 +199,7 @@ class Runner:
                 _run_async(drive())
         finally:
             summary.seconds = monotonic() - started
-            self._settle_ids(run.claimed, summary)
+            self._settle_ids(run.claimed_slots, summary)
         self._log_slot(summary)
         return summary
 

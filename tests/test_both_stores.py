@@ -169,6 +169,23 @@ def test_database_url_before_the_command_and_from_the_environment(home, backend,
     assert shown.exit_code == 0 and json.loads(shown.stdout)["id"] == job
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_quick_add_path_honours_database_url(home, backend, rx):
+    """A plain `awty add` skips Typer (cli/quickadd.py): the flag must still pick the store."""
+    url = backend.args[1]
+    awty = [sys.executable, "-m", "awty"]
+    add = subprocess.run([*awty, "add", rx.url("/q"), "--in", "1h", "--json", "--home",
+                          str(home), "--database-url", url],
+                         capture_output=True, text=True, timeout=60)
+    assert add.returncode == 0, add.stderr
+    job = json.loads(add.stdout)["id"]
+    assert not (home / "awty.db").exists()  # nothing went to a SQLite home
+    listed = subprocess.run([*awty, "list", "--json", "--home", str(home),
+                             "--database-url", url], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert [j["id"] for j in json.loads(listed.stdout)] == [job]
+
+
 def test_add_on_sqlite_never_imports_psycopg(home):
     code = ("import sys; from awty.cli import main; sys.argv = ['awty', 'add', "
             "'https://example.com/', '--in', '1h', '--home', %r]\n"

@@ -105,6 +105,11 @@ def _close_opened() -> None:
             pass
 
 
+def given_database_url() -> str | None:
+    """``--database-url`` of the command line being run, if one was given."""
+    return _given["database_url"]
+
+
 def open_awty(home: Path | None, **kw: Any):
     """The ``Awty`` a command works on; the facade (and everything behind it) loads here, on
     first use, not when the CLI is imported."""

@@ -82,9 +82,13 @@ def parse(args: list[str]) -> dict[str, Any] | None:
 def run(args: list[str]) -> bool:
     """Run ``awty add`` from ``args`` (after ``add``) when ``parse`` reads them; False when the
     Typer app must. Errors end the process as ``options.reports_errors`` ends it."""
+    from .argv import take_database_url
+
+    args, database_url = take_database_url(args)
     kw = parse(args)
     if kw is None:
         return False
+    kw["database_url"] = database_url
     from ..errors import AwtyError
     from . import render as r
     from .addjob import run_add
