@@ -22,12 +22,13 @@ class Homes:
         self.n += 1
         return self.workdir / f"home-{self.n:03d}-{tag}"
 
-    def open(self, home: Path, now: datetime, per_host: int | None = None):
-        """An ``Awty`` on a FixedClock, as shipped (per_host: raise its per-host cap)."""
+    def open(self, home: Path, now: datetime, per_host: int | None = None, **settings: str):
+        """An ``Awty`` on a FixedClock, as shipped (per_host: raise its per-host cap;
+        settings: e.g. a PostgreSQL ``database_url`` and ``database_schema``)."""
         from awty.api import Awty
         from awty.clock import FixedClock
 
-        caps = {}
+        caps: dict = dict(settings)
         if per_host is not None:
             caps["per_host_concurrency"] = per_host
         return Awty(home, clock=FixedClock(now), env={"AWTY_SIGNING_SECRET": SECRET_TEXT},
@@ -40,12 +41,12 @@ class Homes:
                  "entity": "order", "key": str(i)} for i in range(start, start + n)]
 
     def fill(self, home: Path, n: int, at: Callable[[int], datetime], *, now: datetime,
-             chunk: int = 50_000, url: str | None = None) -> float:
+             chunk: int = 50_000, url: str | None = None, **settings: str) -> float:
         """Add ``n`` jobs through the public ``add_many`` (rows and envelope files); returns
         the seconds add_many itself took. ``url``: their target, if not the bench's receiver
         (e.g. the timing receiver)."""
         spent = 0.0
-        with self.open(home, now) as a:
+        with self.open(home, now, **settings) as a:
             a.init()
             for start in range(0, n, chunk):
                 specs = self.specs(min(chunk, n - start), at, start, url)

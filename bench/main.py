@@ -22,6 +22,7 @@ from .context import Bench
 from .disk import (
     KEEP_HOMES_FREE,
     KEPT,
+    QUIET_LIMIT,
     QUIET_WAITS,
     REMOVED_AT_ONCE,
     WORKDIR_FOR_QUIET,
@@ -30,7 +31,7 @@ from .disk import (
 from .machine import Load, machine_facts, source_hash
 from .receivers import Receiver, start_receiver
 from .report import Report, print_table, write_markdown
-from .sections import batch, catchup, ceiling, cli, clislot, flat, rss, slot
+from .sections import batch, catchup, ceiling, cli, clislot, flat, pg, rss, slot
 
 
 class SectionTimeout(KeyboardInterrupt):
@@ -71,7 +72,7 @@ FULL = dict(cli_small=10_000, cli_big=100_000, cli_calls=30, batch_jobs=100_000,
             slot_jobs=10_000, requests_jobs=10_000,
             flat_due=1_000, flat_pending=1_000_000, flat_runs=7, catchup_slots=96,
             catchup_per_slot=1_000, rss_jobs=100_000, runs=3)
-SECTIONS = ("cli", "batch", "slot", "clislot", "flat", "catchup", "rss")
+SECTIONS = ("cli", "batch", "slot", "clislot", "flat", "catchup", "rss", "pg")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -94,9 +95,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--workdir", type=Path, default=None,
                    help="where temporary homes go (default: .bench/ in the repository)")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--pg-url", default=None, metavar="URL",
+                   help="the PostgreSQL server for the pg section (default: the local server "
+                        "on its unix socket or 127.0.0.1:5432, database test; skipped when "
+                        "none answers)")
     p.add_argument("--section-timeout", type=float, default=None,
                    help="seconds a section may take before it is abandoned as hung "
-                        "(default: full 3600, quick 90)")
+                        "(default: full 3600, quick 180)")
     peers = p.add_argument_group(
         "peers", "awty beside APScheduler, Huey, a naive cron + SQL runner and at (each "
         "installed from PyPI into its own venv under the work directory)")
@@ -133,7 +138,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     a.peers_timeout = a.peers_timeout or (120 if a.quick else 600)
     a.peers_only = [s.strip() for s in a.peers_only.split(",") if s.strip()]
     if a.section_timeout is None:
-        a.section_timeout = 90 if a.quick else 3600
+        a.section_timeout = 180 if a.quick else 3600
     a.only = [s.strip() for s in a.only.split(",") if s.strip()]
     bad = [s for s in a.only if s not in SECTIONS]
     if bad:
@@ -160,6 +165,7 @@ def main(argv: list[str]) -> int:
     if a.peers:
         return _peers(a, argv, base, workdir)
     WORKDIR_FOR_QUIET[:] = [str(workdir)]
+    QUIET_LIMIT[:] = [2.0 if a.quick else 30.0]
     rx: Receiver | None = None
     b: Bench | None = None
     failed = False
@@ -187,6 +193,7 @@ def main(argv: list[str]) -> int:
                                             "flat_last1", "flat_last_ratio")),
             ("catchup", partial(catchup.run, b), ("catchup", "oneslot", "catchup_ratio")),
             ("rss", partial(rss.run, b), ("rss", "rss_rate")),
+            ("pg", partial(pg.run, b), pg.KEYS),
         ]
         for name, fn, keys in steps:
             if name not in ("warm-up", "ceiling") and name not in a.only:
@@ -318,4 +325,5 @@ _SKIPPED_LABELS = {
     "cli_ratio": "run-slot (CLI) / bare", "flat_last0": "flatness due → last: 0 pending",
     "flat_last1": "flatness due → last: with pending",
     "flat_last_ratio": "flatness ratio, due → last callback",
+    **pg.LABELS,
 }
