@@ -39,6 +39,7 @@ ROWS = [
     "flatness ratio (pending / none), whole run_slot",
     "flatness due → last callback",
     "flatness ratio (pending / none), due → last",
+    "cancel --entity order --key K at",
     "catch-up ",
     "one slot of",
     "catch-up ratio",

@@ -391,6 +391,29 @@ def test_a_version_3_database_gains_the_in_flight_index(home, clock):
         conn.close()
 
 
+def test_a_version_4_database_gets_the_slot_first_entity_index_on_open(home, clock):
+    with Awty(home, clock=clock, env={}) as a:
+        a.add(URL, in_="1h", entity="order", key="7")
+        a.add(URL, in_="2h", entity="order", key="8")
+    conn = sqlite3.connect(home / "awty.db")
+    conn.execute("DROP INDEX future_job_slot_entity")
+    conn.execute("CREATE INDEX future_job_entity ON future_job (entity_name, entity_key)")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0005_slot_entity_index'")
+    conn.commit()
+    conn.close()
+    _set_user_version(home / "awty.db", 4)
+    with Awty(home, clock=clock, env={}) as a:
+        assert [j.entity_key for j in a.cancel_entity("order", "8").cancelled] == ["8"]
+        assert a.count(entity="order") == 1
+    conn = sqlite3.connect(home / "awty.db")
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "future_job_slot_entity" in names and "future_job_entity" not in names
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        conn.close()
+
+
 def _user_version(home: Path) -> int:
     conn = sqlite3.connect(home / "awty.db")
     try:

@@ -29,7 +29,8 @@ from . import migrations, sqlite_portable, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
 from .sqlite_rows import (
     INSERT_EXECUTION, INSERT_HISTORY, RETURNING_JOB, SELECT_EXECUTION, SELECT_JOB,
-    execution_to_row, job_filters, row_to_execution, row_to_history, row_to_job, translate, where,
+    entity_filters, execution_to_row, job_filters, row_to_execution, row_to_history, row_to_job,
+    translate, where,
 )
 from .sqlite_write import ERROR_CHARS, add_jobs, end_rows, retry_job
 
@@ -248,7 +249,7 @@ class SQLiteStore:
         return replace(result, missing=[i for i in ids if i not in found])
 
     def cancel_entity(self, entity: str, key: str | None, now: datetime) -> CancelResult:
-        cond, params = where([("entity_name = ?", entity), ("entity_key = ?", key)])
+        cond, params = entity_filters(entity, key)
         with self._write() as c:
             jobs = [row_to_job(r) for r in c.execute(SELECT_JOB + cond + " ORDER BY id", params)]
             return self._cancel_jobs(c, jobs, now, "cancelled")

@@ -106,10 +106,28 @@ def where(conditions: list[tuple[str, object]]) -> tuple[str, list]:
     return " WHERE " + " AND ".join(c for c, _ in used), [v for _, v in used]
 
 
+# The slots that hold pending jobs, one seek of the slot index each. The entity index is keyed
+# slot first (so that a run's deletions stay together: migration 5), and an entity lookup is one
+# seek of it per slot listed here rather than a scan of every pending job.
+_PENDING_SLOTS = (
+    "next_check_at IN (WITH RECURSIVE s(at) AS (SELECT min(next_check_at) FROM future_job "
+    "UNION ALL SELECT (SELECT min(next_check_at) FROM future_job WHERE next_check_at > s.at) "
+    "FROM s WHERE s.at IS NOT NULL) SELECT at FROM s)")
+
+
+def entity_filters(entity: str, key: str | None) -> tuple[str, list]:
+    """`` WHERE`` for one entity's jobs (and key, when given), through the slot-entity index."""
+    cond, params = where([("entity_name = ?", entity), ("entity_key = ?", key)])
+    return cond + " AND " + _PENDING_SLOTS, params
+
+
 def job_filters(status, slot, until, entity, key, kind) -> tuple[str, list]:
-    return where([("status = ?", status or None), ("next_check_at = ?", slot),
-                  ("next_check_at <= ?", until), ("entity_name = ?", entity),
-                  ("entity_key = ?", key), ("kind = ?", kind or None)])
+    cond, params = where([("status = ?", status or None), ("next_check_at = ?", slot),
+                          ("next_check_at <= ?", until), ("entity_name = ?", entity),
+                          ("entity_key = ?", key), ("kind = ?", kind or None)])
+    if entity is not None and slot is None:
+        cond += " AND " + _PENDING_SLOTS
+    return cond, params
 
 
 def translate(e: sqlite3.Error, what: str) -> Exception:
