@@ -190,7 +190,7 @@ def main(argv: list[str]) -> int:
                 f"cli_last_{a.cli_big}", "cli_rate", "cli_bare", "cli_bare_stamps",
                 "cli_ratio")),
             ("flat", partial(flat.run, b), ("flat0", "flat1", "flat_ratio", "flat_last0",
-                                            "flat_last1", "flat_last_ratio")),
+                                            "flat_last1", "flat_last_ratio", "flat_cancel")),
             ("catchup", partial(catchup.run, b), ("catchup", "oneslot", "catchup_ratio")),
             ("rss", partial(rss.run, b), ("rss", "rss_rate")),
             ("pg", partial(pg.run, b), pg.KEYS),
@@ -325,5 +325,6 @@ _SKIPPED_LABELS = {
     "cli_ratio": "run-slot (CLI) / bare", "flat_last0": "flatness due → last: 0 pending",
     "flat_last1": "flatness due → last: with pending",
     "flat_last_ratio": "flatness ratio, due → last callback",
+    "flat_cancel": "cancel --entity order --key K, with pending",
     **pg.LABELS,
 }
