@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from ..errors import AwtyError, InvalidInput
 from . import render as r
 from .argv import normalise, take_database_url
-from .runslot import slot_arg  # noqa: F401 - the commands' one reading of a slot id
+from .runslot import slot_arg as slot_arg  # the commands' one reading of a slot id
 
 # `--database-url` of the command line being run: a global option, taken out of the arguments
 # before Typer parses them (argv.take_database_url), so every command accepts it.
