@@ -4,6 +4,9 @@ Store calls (claim, start, finish) run on one store thread, in order, while the 
 keeps callbacks in flight: the next batch is claimed before the current one runs dry, the next
 chunk is marked started before the current one is sent, and a batch's results are written while
 the next one is being sent. SQLite and the file system release the GIL, so the two overlap.
+The first claim takes one chunk, and the next batch's claim waits for a first answer (or for
+reconciling to be due): a batch's rows become Jobs under the GIL, which the first chunk's
+connects would wait on.
 
 The slot tree is reconciled (``prepare``: drop-ins imported, orphans removed) on the same store
 thread, queued once the first callback is answered (or ``PREPARE_AFTER`` after the first chunk
