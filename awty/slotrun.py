@@ -85,7 +85,7 @@ class SlotRun:
         self.low_water = max(settings.concurrency, settings.batch_size // 4)
         self.chunk = max(1, settings.concurrency)
         # The first claim takes one chunk: a batch's claim costs ~40 ms at 1,000 rows, all of
-        # it before the first callback; the next claim (a whole batch) is queued at once.
+        # it before the first callback; the claims after it take whole batches.
         self.claim_limit = min(self.chunk, settings.batch_size)
         self.queue: deque[Job] = deque()  # claimed, not started
         self.ready: deque[Job] = deque()  # started: on their way to the wire
