@@ -393,7 +393,7 @@ class Awty:
         from .runner import Runner
 
         return Runner(store=self.store, tree=self.tree, settings=self.settings, clock=self.clock,
-                      secret=self._load_secret, log=self.logger(), on_event=self.on_event)
+                      secret=self._load_secret, log=self.logger, on_event=self.on_event)
 
     def _load_secret(self) -> bytes | None:
         from .signing import load_secret

@@ -4,6 +4,9 @@ Store calls (claim, start, finish) run on one store thread, in order, while the 
 keeps callbacks in flight: the next batch is claimed before the current one runs dry, the next
 chunk is marked started before the current one is sent, and a batch's results are written while
 the next one is being sent. SQLite and the file system release the GIL, so the two overlap.
+The first claim takes one chunk, and the next batch's claim waits for a first answer (or for
+reconciling to be due): a batch's rows become Jobs under the GIL, which the first chunk's
+connects would wait on.
 
 The slot tree is reconciled (``prepare``: drop-ins imported, orphans removed) on the same store
 thread, queued once the first callback is answered (or ``PREPARE_AFTER`` after the first chunk
@@ -57,7 +60,8 @@ class SlotRun:
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
                  execute: Execute, recorded: Callable[[list[Decision]], None],
                  on_job: Callable[[str], None] = lambda job_id: None,
-                 prepare: Callable[[set[str]], None] | None = None):
+                 prepare: Callable[[set[str]], None] | None = None,
+                 warm: Callable[[], None] | None = None):
         self.store = store
         self.clock = clock
         self.s = settings
@@ -69,12 +73,20 @@ class SlotRun:
         self.recorded = recorded
         self.on_job = on_job
         self.prepare = prepare
+        self.warm = warm  # start-up work for the loop while the first claim runs
         self.preparing: asyncio.Future | None = None  # submitted once, then kept
         self.claimed: set[str] = set()  # every id this run claimed (on the store thread)
         self.claim_after_prepare = False  # the claim in flight was queued after ``prepare``
+        # The claim after the first is held back until a first callback is back (or reconciling
+        # is due): a batch's claim holds the GIL for a while (its rows become Jobs), and the
+        # first chunk's connects would wait on it.
+        self.holding = True
         self.lease = lease_seconds(settings)
         self.low_water = max(settings.concurrency, settings.batch_size // 4)
         self.chunk = max(1, settings.concurrency)
+        # The first claim takes one chunk: a batch's claim costs ~40 ms at 1,000 rows, all of
+        # it before the first callback; the claims after it take whole batches.
+        self.claim_limit = min(self.chunk, settings.batch_size)
         self.queue: deque[Job] = deque()  # claimed, not started
         self.ready: deque[Job] = deque()  # started: on their way to the wire
         self.decisions: list[Decision] = []
@@ -94,7 +106,8 @@ class SlotRun:
         now = self.clock.now()
         jobs = self.store.claim(self.slot, now=now, owner=self.owner,
                                 lease_until=now + timedelta(seconds=self.lease),
-                                limit=self.s.batch_size, shard=self.shard)
+                                limit=self.claim_limit, shard=self.shard)
+        self.claim_limit = self.s.batch_size
         if self.prepare is not None:
             self.claimed.update(j.id for j in jobs)
         return jobs
@@ -167,15 +180,17 @@ class SlotRun:
             else:
                 self._kick_prepare()  # the next claim, queued after it, sees its drop-ins
         self.queue.extend(jobs)
+        if jobs and not self.exhausted and len(self.ready) < self.chunk:
+            self._kick_start()  # the next chunk is started while the one in hand is sent
 
     def _kick_start(self) -> asyncio.Future | None:
         if self.starting is None and self.queue and self.error is None:
             todo = [self.queue.popleft() for _ in range(min(self.chunk, len(self.queue)))]
-            if len(self.queue) < self.low_water:
-                self._kick_claim()
             fut = self.loop.run_in_executor(self.io, self._start, todo)
             fut.add_done_callback(self._started)
             self.starting, self.starting_jobs = fut, todo
+            if len(self.queue) < self.low_water and not self.holding:
+                self._kick_claim()  # queued behind the start: the chunk in hand goes out first
         return self.starting
 
     def _started(self, fut: asyncio.Future) -> None:
@@ -190,7 +205,19 @@ class SlotRun:
         if self.preparing is None and self.prepare is not None:
             # Reconcile once the first callback is back, or after PREPARE_AFTER: started
             # at once, its Python would hold the GIL while the first requests go out.
-            self.loop.call_later(PREPARE_AFTER, self._kick_prepare)
+            self.loop.call_later(PREPARE_AFTER, self._prepare_due)
+
+    def _release_hold(self) -> None:
+        """Queue the claim held back since the start, ahead of reconciling: the sending goes
+        on from it while the slot tree is reconciled."""
+        self.holding = False
+        if len(self.queue) < self.low_water:
+            self._kick_claim()
+
+    def _prepare_due(self) -> None:
+        if self.holding:
+            self._release_hold()
+        self._kick_prepare()
 
     def flush(self) -> None:
         if self.decisions:
@@ -221,6 +248,8 @@ class SlotRun:
                 if len(self.ready) < self.chunk:
                     self._kick_start()  # the next chunk is started while this one is sent
                 decision = await self.execute(job, self.executions)
+                if self.holding:
+                    self._release_hold()
                 self.decisions.append(decision)
                 if self.preparing is None:
                     self._kick_prepare()
@@ -261,6 +290,9 @@ class SlotRun:
         caught = self._catch_signals()
         flusher = asyncio.ensure_future(self._flush_often())
         try:
+            self._kick_claim()
+            if self.warm is not None:
+                self.warm()
             await asyncio.gather(*(self.worker() for _ in range(max(1, self.s.concurrency))))
             flusher.cancel()
             self.flush()
@@ -276,6 +308,7 @@ class SlotRun:
             flusher.cancel()
             for sig in caught:
                 self.loop.remove_signal_handler(sig)
+            self.exhausted = True  # what is handed over below is given back, never started
             self.io.shutdown(wait=True)  # a claim, start or write still running finishes first
             for fut, handover in ((self.claiming, self._claimed), (self.starting, self._started)):
                 if fut is not None and fut.done():

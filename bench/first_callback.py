@@ -6,7 +6,9 @@ awty trees can be compared interleaved in one sitting.
 
     python -m bench.first_callback --jobs 100000 --tries 7 [--tree A --tree B]
 
-``--tree DIR`` runs that checkout's ``awty`` (PYTHONPATH=DIR) instead of the installed one."""
+``--tree DIR`` runs that checkout's ``awty`` (PYTHONPATH=DIR) instead of the installed one;
+with several, the tries alternate (A, B, A, B …) and each tree's median is given as a ratio
+of the first tree's. Every try is printed, in order."""
 
 from __future__ import annotations
 
@@ -84,15 +86,19 @@ def main(argv: list[str]) -> int:
         homes = {t: Path(tmp) / f"home{i}" for i, t in enumerate(trees)}
         for t, home in homes.items():
             fill_with(t, home, a.jobs, rx.url("/hook"), slot)
+        for t in trees:  # untimed: the first process of a tree may compile its bytecode
+            first_after(homes[t], slot, rx, t)
         seen: dict[str | None, list[float]] = {t: [] for t in trees}
         for _ in range(a.tries):
             for t in trees:
                 seen[t].append(first_after(homes[t], slot, rx, t) * 1000)
+    base = statistics.median(seen[trees[0]])
     for t in trees:
         v = seen[t]
+        ratio = f", {statistics.median(v) / base:.2f}× the first tree" if t != trees[0] else ""
         print(f"{t or 'installed'}: {a.jobs:,} due, run-slot start -> first callback: median "
               f"{statistics.median(v):.0f} ms (min {min(v):.0f}, max {max(v):.0f}, {len(v)} "
-              "tries)")
+              f"tries{ratio}): " + " ".join(f"{x:.0f}" for x in v))
     return 0
 
 

@@ -6,6 +6,7 @@ orphans."""
 import json
 
 import awty.reconcile as reconcile
+import awty.slotrun as slotrun
 from awty.slots import slot_id
 from conftest import db_rows, tree_files
 from test_runner import fire, make
@@ -60,3 +61,27 @@ def test_a_slot_of_drop_ins_only_fires_them_in_this_run(home, clock, rx):
     s = fire(a, clock, slot)
     assert s.imported == 3 and s.outcomes == {"done": 3}
     assert all(len(rx.requests(f"/d{i}")) == 1 for i in range(3))
+
+
+def test_the_first_claim_is_one_chunk_and_the_next_waits_for_an_answer(home, clock, rx,
+                                                                       monkeypatch):
+    """A batch's claim before the first send would delay it (its rows become Jobs under the
+    GIL): the run claims one chunk, sends it, and claims the next batch once a first answer
+    is back (reconciling, due after PREPARE_AFTER, would release it too: not here)."""
+    monkeypatch.setattr(slotrun, "PREPARE_AFTER", 600.0)
+    a = make(home, clock, concurrency=4, batch_size=50)
+    jobs = [a.add(rx.url(f"/j{i}"), in_="1m").job for i in range(120)]
+    claims: list[tuple[int, int]] = []
+    store_type = type(a.store)
+    real = store_type.claim
+
+    def spy(self, slot, **kw):
+        claims.append((kw["limit"], len(rx.requests())))
+        return real(self, slot, **kw)
+
+    monkeypatch.setattr(store_type, "claim", spy)
+    s = fire(a, clock, jobs[0].next_check_at)
+    assert claims[0] == (4, 0)
+    assert claims[1][0] == 50 and claims[1][1] >= 1
+    assert s.ran == 120 and s.outcomes == {"done": 120}
+    assert len(rx.requests()) == 120

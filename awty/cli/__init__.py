@@ -59,6 +59,11 @@ def main() -> None:
 
         if run(args[1:]):
             return
+    if args[:1] == ["run-slot"]:
+        from .quickrun import run as run_quick
+
+        if run_quick(args[1:]):
+            return
     _app_for(args)(args=args)
 
 

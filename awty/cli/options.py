@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from ..errors import AwtyError, InvalidInput
 from . import render as r
 from .argv import normalise, take_database_url
+from .runslot import slot_arg as slot_arg  # the commands' one reading of a slot id
 
 # `--database-url` of the command line being run: a global option, taken out of the arguments
 # before Typer parses them (argv.take_database_url), so every command accepts it.
@@ -131,18 +132,6 @@ def command_env() -> dict[str, str]:
     if _given["database_url"] is not None:
         env["AWTY_DATABASE_URL"] = _given["database_url"]
     return env
-
-
-def slot_arg(text: str | None):
-    """A ``YYYYMMDDHHMM`` slot id from the command line -> its datetime (None stays None)."""
-    if text is None:
-        return None
-    from ..slots import parse_slot_id
-
-    try:
-        return parse_slot_id(text)
-    except ValueError as e:
-        raise InvalidInput(str(e)) from None
 
 
 def positive_duration(text: str, option: str) -> timedelta:

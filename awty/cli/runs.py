@@ -12,7 +12,9 @@ import typer
 
 from ..errors import InvalidInput
 from . import render as r
-from .options import Home, Json, Utc, new_app, open_awty, reports_errors, slot_arg
+from .options import Home, Json, Utc, new_app, open_awty, reports_errors
+from .runslot import notify, progress_bar, slot_arg
+from .runslot import run_slot as run_slot_body
 
 commands = new_app()
 
@@ -53,14 +55,7 @@ def run_slot(
 
     Examples:  awty run-slot   |   awty run-slot 202611221415 --shard 1/2
     """
-    progress = _progress(as_json)
-    a = open_awty(home, on_event=progress)
-    started = a.clock.now()
-    with progress or nullcontext():
-        s = a.run_slot(slot_arg(slot), shard=_shard(shard), dry_run=dry_run)
-    d = s.to_dict()
-    _report_slot(d, as_json)
-    _notify(a, "run-slot", d, started)
+    run_slot_body(open_awty, slot, shard, dry_run, as_json, home)
 
 
 @commands.command("run")
@@ -94,31 +89,6 @@ def run_now(
         raise typer.Exit(1)
 
 
-def _notify(a, run: str, summary: dict, started) -> None:
-    """The notify_command setting, when the run had failures; if it fails, stderr says so
-    (cron mails it) and the run's exit code stays what the run earned."""
-    from ..notify import after_run
-
-    sent = after_run(a, run, summary, started)
-    if sent is not None and sent.error:
-        r.err(f"awty: notify_command {sent.error}")
-
-
-def _report_slot(d: dict, as_json: bool) -> None:
-    if as_json:
-        r.emit_json(d)
-    elif d.get("busy"):
-        r.err(f"awty: slot {d['slot']} is already being run ({d['busy']}); nothing to do")
-    elif d.get("dry_run"):
-        r.out(f"slot {d['slot']}: {d['ran']} job(s) would run "
-              + json.dumps(d["outcomes"]) + (f", {d['imported']} file(s) to import"
-                                             if d["imported"] else ""))
-    elif sys.stdout.isatty():
-        r.out(r.summary_line(d))
-    elif d["outcomes"].get("failed") or d.get("rejected"):
-        r.err("awty: " + r.summary_line(d) + " (see `awty history --outcome failed`)")
-
-
 @commands.command()
 @reports_errors
 def catchup(
@@ -144,14 +114,14 @@ def catchup(
             grace = parse_duration(misfire_grace)
         except ValueError as e:
             raise InvalidInput(f"--misfire-grace: {e}") from None
-    progress = _progress(as_json)
+    progress = progress_bar(as_json)
     a = open_awty(home, on_event=progress)
     started = a.clock.now()
     with progress or nullcontext():
         c = a.catchup(until=slot_arg(until), dry_run=dry_run, misfire=misfire,
                       misfire_grace=grace)
     d = c.to_dict()
-    _notify(a, "catchup", d, started)
+    notify(a, "catchup", d, started)
     if as_json:
         r.emit_json(d)
         return
@@ -165,21 +135,3 @@ def catchup(
         line = (f"catchup: {len(d['slots'])} slot(s), ran {d['ran']} in {d['seconds']:.2f}s: "
                 + (", ".join(f"{v} {k}" for k, v in sorted(d["outcomes"].items())) or "nothing"))
         (r.out if sys.stdout.isatty() else r.err)(line)
-
-
-def _shard(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise InvalidInput(f"--shard {text!r}: use i/n, e.g. 1/4") from None
-    if not (1 <= i <= n):
-        raise InvalidInput(f"--shard {text!r}: need 1 <= i <= n")
-    return (i - 1, n)
-
-
-def _progress(as_json: bool):
-    if as_json or not sys.stdout.isatty():
-        return None
-    return r.Progress()

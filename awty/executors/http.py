@@ -26,7 +26,6 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
@@ -277,6 +276,8 @@ def _parse_retry_after(raw: bytes | None, now: datetime) -> float | None:
     s = raw.decode("latin-1").strip()
     if s.isascii() and s.isdigit():  # not int(): "²" is a digit, 5000 digits are too many
         return float(s)  # absurdly large -> inf: beyond any horizon
+    from email.utils import parsedate_to_datetime  # an HTTP-date is rare: not at start-up
+
     try:
         at = parsedate_to_datetime(s)
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -44,6 +44,7 @@ def run(b: Bench) -> None:
 
     in_flight = Settings().per_host_concurrency
     st = b.stamps
+    _warm_cli(b)
     for run in range(b.a.runs):
         for k, n in enumerate((small, big)):
             slot = slot_at(12 + 2 * run + k)
@@ -97,3 +98,15 @@ def run(b: Bench) -> None:
         f"same {fmt_n(big)} signed bodies with {in_flight} connections in the same run, to "
         f"the bench receiver (the ratio's reference, as in the run-slot / bare row) and to "
         f"the timing receiver (which is slower than nginx: a floor on what it can take).")
+
+
+def _warm_cli(b: Bench) -> None:
+    """One untimed CLI run first: the bench's bytecode cache starts empty, and the first
+    ``awty run-slot`` process would compile the command line's modules inside a timed row."""
+    from awty.slots import slot_id
+
+    slot = slot_at(11)
+    home = b.homes.path("cli-slot-warm")
+    b.homes.fill(home, 10, lambda i: slot, now=slot - timedelta(hours=1), url=b.stamps.url())
+    b.awty_cli(["run-slot", slot_id(slot), "--home", str(home)], slot + timedelta(seconds=5))
+    remove_home(home)
