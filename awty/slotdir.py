@@ -37,16 +37,30 @@ _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
 _NOT_A_DIR = (errno.ENOTDIR, errno.ELOOP)  # what O_NOFOLLOW|O_DIRECTORY says of a symlink
 
 
-def envelope_bytes(job: Job) -> bytes:
+_QUOTE = json.encoder.encode_basestring_ascii  # json.dumps of a str, without dumps' checks
+
+
+def _q(text: str | None) -> str:
+    return "null" if text is None else _QUOTE(text)
+
+
+def envelope_bytes(job: Job, isos: dict[datetime, str] | None = None) -> bytes:
     """What the slot tree holds for a job: enough to see (and re-import) it by hand. Built as
-    text around the stored payload JSON, which is embedded as-is (no re-parse per job)."""
-    d = json.dumps
+    text around the stored payload JSON, which is embedded as-is (no re-parse per job).
+    ``isos``: instants already spelled, shared by a batch (its jobs share a few times)."""
+    if isos is None:
+        first, slot = iso(job.first_check_at), iso(job.next_check_at)
+    else:
+        first = isos.get(job.first_check_at) or isos.setdefault(job.first_check_at,
+                                                                  iso(job.first_check_at))
+        slot = isos.get(job.next_check_at) or isos.setdefault(job.next_check_at,
+                                                                iso(job.next_check_at))
     head = (f'{{"v":{ENVELOPE_VERSION},"id":"{job.id}","kind":"{job.kind.value}",'
-            f'"target":{d(job.target)},"entity":{d(job.entity_name)},"key":{d(job.entity_key)},'
-            f'"first_check_at":"{iso(job.first_check_at)}",'
-            f'"next_check_at":"{iso(job.next_check_at)}","check_count":{job.check_count},')
+            f'"target":{_q(job.target)},"entity":{_q(job.entity_name)},'
+            f'"key":{_q(job.entity_key)},"first_check_at":"{first}",'
+            f'"next_check_at":"{slot}","check_count":{job.check_count},')
     if job.headers:
-        head += f'"headers":{d(job.headers)},'
+        head += f'"headers":{json.dumps(job.headers)},'
     return (head + f'"payload":{job.payload_json}}}').encode()
 
 
@@ -215,11 +229,26 @@ class SlotTree:
         self._fds.clear()
 
     def write_many(self, jobs: Iterable[Job]) -> int:
-        n = 0
+        """``write`` each job's envelope, one slot directory after another. A new envelope
+        takes the short way (``_link_new`` in the open directory); anything else (a file to
+        replace, a directory removed meanwhile, no O_TMPFILE) goes through ``write``."""
+        by_slot: dict[datetime, list[Job]] = {}
         for job in jobs:
-            self.write(job)
-            n += 1
-        return n
+            by_slot.setdefault(job.next_check_at, []).append(job)
+        isos: dict[datetime, str] = {}
+        for slot, group in by_slot.items():
+            sid = slot_id(slot)
+            dfd = self._dir_fd(sid)
+            for job in group:
+                if _TMPFILE_OK[0]:
+                    try:
+                        _link_new(dfd, f"{job.id}.json", envelope_bytes(job, isos))
+                        continue
+                    except OSError:
+                        pass
+                self.write(job)
+                dfd = self._dir_fd(sid)  # write() may have reopened (or closed) it
+        return sum(map(len, by_slot.values()))
 
     def remove(self, job_id: str, slot: datetime) -> bool:
         sid = slot_id(slot)
