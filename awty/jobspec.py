@@ -10,7 +10,6 @@ from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any
 
-from . import wire
 from .config import Settings
 from .errors import InvalidInput
 from .ids import is_id
@@ -161,9 +160,15 @@ def _target(kind: Kind, value: Any, settings: Settings,
         if memo is not None:
             memo["url", value] = checked
         return checked
-    if kind is Kind.PYTHON and not wire.PY_TARGET.match(value.strip()):
+    if kind is Kind.PYTHON and not _py_target(value.strip()):
         raise InvalidInput(f"target: {value!r} is not package.module:function")
     return value
+
+
+def _py_target(text: str) -> bool:
+    from .wire import PY_TARGET
+
+    return PY_TARGET.match(text) is not None
 
 
 @lru_cache(maxsize=1024)
@@ -214,6 +219,8 @@ def _headers(value: Any) -> dict[str, str]:
             items.append((name.strip(), v.strip()))
     else:
         raise InvalidInput("headers: must be an object of name: value")
+    from . import wire  # a plain job has no headers: its start-up skips the header rules
+
     out: dict[str, str] = {}
     for name, v in items:
         refusal = wire.header_refusal(name, v)
