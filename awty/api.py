@@ -195,12 +195,13 @@ class Awty:
         now = self.clock.now()
         cwd = cwd or os.getcwd()
         jobs, fps = [], []
+        memo: dict[Any, Any] = {}
         for n, spec in enumerate(specs, 1):
             if not isinstance(spec, dict):
                 raise InvalidInput(f"line {n}: not a JSON object")
             try:
                 job, fp = jobspec.build(spec, now=now, settings=self.settings, local=self.tz,
-                                        cwd=cwd)
+                                        cwd=cwd, memo=memo)
             except InvalidInput as e:
                 raise InvalidInput(str(e) if _single else f"line {n}: {e}") from None
             jobs.append(job)

@@ -10,7 +10,6 @@ from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any
 
-from . import wire
 from .config import Settings
 from .errors import InvalidInput
 from .ids import is_id
@@ -41,13 +40,16 @@ def fingerprint(job: Job) -> str:
 def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
           local: tzinfo | None = None, cwd: str | None = None,
           due: datetime | None = None, kinds: Collection[str] | None = None,
-          environ: Mapping[str, str] | None = None) -> tuple[Job, str | None]:
+          environ: Mapping[str, str] | None = None,
+          memo: dict[Any, Any] | None = None) -> tuple[Job, str | None]:
     """Validate one job spec; raises ``InvalidInput`` naming the offending field.
     ``due`` (used for dropped-in envelopes) replaces at/in, and then the job's kind must be one
     of ``kinds`` (default: the ``dropin_kinds`` setting). An exec job added (not dropped in)
-    records ``environ`` (default: this process's) when ``exec_env`` is on."""
-    unknown = set(spec) - SPEC_KEYS
-    if unknown:
+    records ``environ`` (default: this process's) when ``exec_env`` is on. ``memo``: a dict
+    shared by the builds of one batch (same ``now``, ``settings`` and ``local``), which then
+    checks each distinct URL and time once."""
+    if not SPEC_KEYS.issuperset(spec):
+        unknown = set(spec) - SPEC_KEYS
         raise InvalidInput(f"unknown field(s): {', '.join(map(repr, sorted(unknown)))}")
     kind = _kind(spec.get("kind", "http"))
     if kinds is None and due is not None:
@@ -56,19 +58,23 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         allowed = ", ".join(kinds) or "none"
         raise InvalidInput(f"kind: {kind.value} jobs may not be dropped in "
                            f"(dropin_kinds allows {allowed})")
-    target = _target(kind, spec.get("target"), settings)
+    target = _target(kind, spec.get("target"), settings, memo)
     payload_json = _payload(spec, settings)
     headers = _headers(spec.get("headers"))
     if headers and kind is not Kind.HTTP:
         raise InvalidInput("headers: only http jobs send headers")
-    first = ceil_second(due if due is not None else due_time(spec, now, settings, local))
+    if due is not None:
+        first = ceil_second(due)
+        slot = slot_for(first, settings.resolution)
+    else:
+        first, slot = _first_and_slot(spec, now, settings, local, memo)
     job_id = spec.get("id")
     if job_id is not None and (not isinstance(job_id, str) or not is_id(job_id)):
         raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
     job = Job(
         id=job_id or new_id(now), kind=kind, target=target, payload_json=payload_json,
         headers=headers, entity_name=_text(spec, "entity"), entity_key=_text(spec, "key"),
-        first_check_at=first, next_check_at=slot_for(first, settings.resolution),
+        first_check_at=first, next_check_at=slot,
         status=Status.PENDING,
         max_checks=_int(spec, "max_checks", 0), max_attempts=_int(spec, "max_attempts", 1),
         horizon=_secs(spec, "horizon"), timeout=_secs(spec, "timeout"),
@@ -108,14 +114,41 @@ def _env(environ: Mapping[str, str] | None) -> dict[str, str]:
     return capture(os.environ if environ is None else environ)
 
 
+_KINDS = {k.value: k for k in Kind}  # a dict lookup, not an Enum call: batches build many jobs
+
+
 def _kind(value: Any) -> Kind:
     try:
-        return Kind(value)
-    except ValueError:
+        return _KINDS[value]
+    except (KeyError, TypeError):
         raise InvalidInput(f"kind: {value!r} is not one of http, exec, python") from None
 
 
-def _target(kind: Kind, value: Any, settings: Settings) -> str:
+def _first_and_slot(spec: dict[str, Any], now: datetime, settings: Settings,
+                    local: tzinfo | None,
+                    memo: dict[Any, Any] | None) -> tuple[datetime, datetime]:
+    at, within = spec.get("at"), spec.get("in")
+    # The types are part of the key: True == 1 and 1 == 1.0, but they do not read alike.
+    key = ("when", type(at), at, type(within), within)
+    if memo is not None:
+        try:
+            return memo[key]  # type: ignore[no-any-return]
+        except (KeyError, TypeError):  # TypeError: unhashable, refused below
+            pass
+    first = ceil_second(due_time(spec, now, settings, local))
+    found = first, slot_for(first, settings.resolution)
+    if memo is not None:
+        memo[key] = found
+    return found
+
+
+def _target(kind: Kind, value: Any, settings: Settings,
+            memo: dict[Any, Any] | None = None) -> str:
+    if memo is not None and kind is Kind.HTTP:
+        try:
+            return memo["url", value]  # type: ignore[no-any-return]  # only checked ones
+        except (KeyError, TypeError):
+            pass
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput("target: missing (a URL, a shell command or module:function)")
     if len(value) > 8192:
@@ -123,10 +156,19 @@ def _target(kind: Kind, value: Any, settings: Settings) -> str:
     if "\0" in value or not _utf8(value):
         raise InvalidInput("target: contains a NUL or bytes that are not UTF-8 text")
     if kind is Kind.HTTP:
-        return _checked_url(value.strip(), settings)
-    if kind is Kind.PYTHON and not wire.PY_TARGET.match(value.strip()):
+        checked = _checked_url(value.strip(), settings)
+        if memo is not None:
+            memo["url", value] = checked
+        return checked
+    if kind is Kind.PYTHON and not _py_target(value.strip()):
         raise InvalidInput(f"target: {value!r} is not package.module:function")
     return value
+
+
+def _py_target(text: str) -> bool:
+    from .wire import PY_TARGET
+
+    return PY_TARGET.match(text) is not None
 
 
 @lru_cache(maxsize=1024)
@@ -150,7 +192,8 @@ def _payload(spec: dict[str, Any], settings: Settings) -> str:
         value = spec.get("payload")
     try:
         text = _COMPACT(value)
-        size = len(text.encode())  # a lone surrogate ("\ud800") cannot be stored: refused here
+        # a lone surrogate ("\ud800") cannot be stored: encode() refuses it here
+        size = len(text) if text.isascii() else len(text.encode())
     except (ValueError, TypeError) as e:
         raise InvalidInput(f"payload: cannot be stored as JSON ({e})") from None
     except RecursionError:
@@ -176,6 +219,8 @@ def _headers(value: Any) -> dict[str, str]:
             items.append((name.strip(), v.strip()))
     else:
         raise InvalidInput("headers: must be an object of name: value")
+    from . import wire  # a plain job has no headers: its start-up skips the header rules
+
     out: dict[str, str] = {}
     for name, v in items:
         refusal = wire.header_refusal(name, v)

@@ -41,10 +41,12 @@ _WEEKDAYS = {
 _NAMED_TIMES = {"noon": time(12), "midday": time(12), "midnight": time(0), "teatime": time(16)}
 _DAY_WORDS = {"today": 0, "tomorrow": 1, "yesterday": -1}
 _NEXT_UNITS = {"minute": 60, "hour": 3600, "day": 86400, "week": 604800}
-_CLOCK = re.compile(r"(\d{1,2})(?::(\d{2})(?::(\d{2}))?)?(am|pm)?")
-_NUMERIC_DATE = re.compile(r"(\d{1,4})([/.-])(\d{1,2})(?:\2(\d{1,4}))?")
-_RELATIVE = re.compile(r"(?:now\s*)?([+-])\s*(.+)|in\s+(.+)|(.+?)\s+ago")
-_EPOCH = re.compile(r"\d{9,11}(\.\d+)?")
+# Patterns, compiled by re (and cached there) when first used: a plain `awty add --in 2h` or a
+# batch of ISO times never needs them, and compiling them costs every start-up ~1 ms.
+_CLOCK = r"(\d{1,2})(?::(\d{2})(?::(\d{2}))?)?(am|pm)?"
+_NUMERIC_DATE = r"(\d{1,4})([/.-])(\d{1,2})(?:\2(\d{1,4}))?"
+_RELATIVE = r"(?:now\s*)?([+-])\s*(.+)|in\s+(.+)|(.+?)\s+ago"
+_EPOCH = r"\d{9,11}(\.\d+)?"
 _EXAMPLES = "e.g. 2026-12-01 09:00, tomorrow 06:00, 9am, noon, now + 2 hours, next monday 9am"
 
 
@@ -63,12 +65,12 @@ def parse_when(text: str, now: datetime, local: tzinfo | None = None, *,
         raise ValueError("empty time")
     if s == "now":
         return now
-    if _EPOCH.fullmatch(s):
+    if re.fullmatch(_EPOCH, s):
         return datetime.fromtimestamp(float(s), UTC)
     if s.isdigit() and len(s) > 2:
         raise ValueError(f"{text.strip()!r} is not a clear time: a bare number is an hour "
                          "(0-23); write a date as YYYY-MM-DD and a time as HH:MM")
-    rel = _RELATIVE.fullmatch(s)
+    rel = re.fullmatch(_RELATIVE, s)
     if rel:
         return _relative(rel, now, text)
     if s.startswith("next ") and s[5:] in _NEXT_UNITS:
@@ -150,8 +152,8 @@ def _relative(m: re.Match[str], now: datetime, text: str) -> datetime:
 def _shape(word: str) -> bool:
     """Is ``word`` one the phrase grammar knows (its meaning is checked later)?"""
     return (word in _NAMED_TIMES or word in _DAY_WORDS or word in _WEEKDAYS
-            or word in ("next", "last", "this", "at") or _CLOCK.fullmatch(word) is not None
-            or _NUMERIC_DATE.fullmatch(word) is not None)
+            or word in ("next", "last", "this", "at") or re.fullmatch(_CLOCK, word) is not None
+            or re.fullmatch(_NUMERIC_DATE, word) is not None)
 
 
 def _phrase(words: list[str], now: datetime, zone: tzinfo | None, past: bool,
@@ -174,7 +176,7 @@ def _phrase(words: list[str], now: datetime, zone: tzinfo | None, past: bool,
             found = ("weekday", _WEEKDAYS[w])
         elif w in _DAY_WORDS:
             found = ("offset", _DAY_WORDS[w])
-        elif _NUMERIC_DATE.fullmatch(w):
+        elif re.fullmatch(_NUMERIC_DATE, w):
             found = ("date", _numeric_date(w).toordinal())
         else:
             if clock is not None:
@@ -218,7 +220,7 @@ def _phrase(words: list[str], now: datetime, zone: tzinfo | None, past: bool,
 
 
 def _clock(word: str, text: str) -> time:
-    m = _CLOCK.fullmatch(word)
+    m = re.fullmatch(_CLOCK, word)
     assert m is not None
     h, mi, se = int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)
     half = m.group(4)
@@ -237,7 +239,7 @@ def _clock(word: str, text: str) -> time:
 def _numeric_date(word: str) -> date:
     """A date in digits: year first (2026-12-01, 2026/12/01), or d/m/yyyy and m/d/yyyy when
     only one reading is a date."""
-    m = _NUMERIC_DATE.fullmatch(word)
+    m = re.fullmatch(_NUMERIC_DATE, word)
     assert m is not None
     a, b, c = m.group(1), m.group(3), m.group(4)
     how = "write dates as YYYY-MM-DD"
@@ -275,7 +277,7 @@ def _dateutil(words: list[str], now: datetime, zone: tzinfo | None, past: bool,
 
     from dateutil import parser as _parser  # lazy: ~60 ms of import
 
-    words = [_numeric_date(w).isoformat() if _NUMERIC_DATE.fullmatch(w) else w for w in words]
+    words = [_numeric_date(w).isoformat() if re.fullmatch(_NUMERIC_DATE, w) else w for w in words]
     phrase = " ".join(words)
     zone = zone if zone is not None else _local()
     base = now.astimezone(zone).replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=None)

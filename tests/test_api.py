@@ -148,6 +148,25 @@ def test_add_many_all_or_nothing(awty, home):
     assert len(tree_files(home)) == 3
 
 
+def test_a_big_batch_keeps_its_order_and_leaves_the_cache_as_it_was(awty, home, monkeypatch):
+    from awty.store import sqlite_write
+
+    monkeypatch.setattr(sqlite_write, "BIG_BATCH", 2)  # the widened-cache path, on few jobs
+    before = awty.store.conn.execute("PRAGMA cache_size").fetchone()[0]
+    specs = [{"target": "https://example.com/", "in": f"{h}h", "key": str(h)}
+             for h in (3, 1, 2, 1)]
+    res = awty.add_many(specs)
+    assert [r.job.entity_key for r in res] == ["3", "1", "2", "1"]  # as given, not id order
+    assert sorted(r["id"] for r in db_rows(home, "future_job")) == sorted(r.job.id for r in res)
+    assert len(tree_files(home)) == 4
+    dup = [{"target": "https://example.com/", "in": "1h", "id": res[0].job.id},
+           {"target": "https://example.com/", "in": "1h"}]
+    with pytest.raises(Conflict):
+        awty.add_many(dup)
+    assert len(db_rows(home, "future_job")) == 4 and len(tree_files(home)) == 4
+    assert awty.store.conn.execute("PRAGMA cache_size").fetchone()[0] == before
+
+
 def test_list_filters_and_order(awty):
     b = awty.add("https://example.com/", in_="3h", entity="e")
     a = awty.add("https://example.com/", in_="1h")

@@ -13,7 +13,7 @@ from awty import jobspec
 from awty.config import Settings
 from awty.errors import InvalidInput
 from awty.model import Kind
-from awty.slotdir import SlotTree
+from awty.slotdir import SlotTree, envelope_bytes
 
 NOW = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 SLOT = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
@@ -101,3 +101,39 @@ def test_write_then_read_round_trips(tmp_path):
     data = tree.read(entry)
     assert data["target"] == URL and json.loads(json.dumps(data["payload"])) == {"a": 1}
     tree.close()
+
+
+def test_a_batch_memo_reads_each_value_as_itself():
+    # One memo serves a whole batch; a value equal to a remembered one but of another type
+    # (True == 1, 1 == 1.0) must still be read, and refused, on its own.
+    memo: dict = {}
+    one, _ = jobspec.build({"target": URL, "at": 1}, now=NOW, settings=Settings(),
+                           local=UTC, memo=memo)
+    assert one.first_check_at == datetime(2026, 11, 23, 1, tzinfo=UTC)  # 1 is the hour
+    with pytest.raises(InvalidInput, match="at: True is not a time"):
+        jobspec.build({"target": URL, "at": True}, now=NOW, settings=Settings(), memo=memo)
+    again, _ = jobspec.build({"target": URL, "at": 1}, now=NOW, settings=Settings(),
+                             local=UTC, memo=memo)
+    assert again.next_check_at == one.next_check_at and again.id != one.id
+
+
+def test_a_batch_memo_keeps_no_refused_url():
+    memo: dict = {}
+    for _ in range(2):
+        with pytest.raises(InvalidInput, match="only http:// and https://"):
+            jobspec.build({"target": "ftp://example.com/", "in": "1m"}, now=NOW,
+                          settings=Settings(), memo=memo)
+    job, _ = jobspec.build({"target": f" {URL} ", "in": "1m"}, now=NOW, settings=Settings(),
+                           memo=memo)
+    assert job.target == URL
+    job, _ = jobspec.build({"target": f" {URL} ", "kind": "exec", "in": "1m"}, now=NOW,
+                           settings=Settings(), memo=memo)
+    assert job.target == f" {URL} "  # an exec target is a command, never a remembered URL
+
+
+def test_envelopes_of_a_batch_read_as_one_alone(tmp_path):
+    job, _ = jobspec.build({"target": URL, "in": "1m", "entity": "é\u2028", "key": None,
+                            "headers": {"X-A": "b"}}, now=NOW, settings=Settings())
+    isos: dict = {}
+    assert envelope_bytes(job, isos) == envelope_bytes(job) == envelope_bytes(job, isos)
+    assert json.loads(envelope_bytes(job))["entity"] == "é\u2028"

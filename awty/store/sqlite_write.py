@@ -4,6 +4,7 @@ adding with idempotency keys, ending jobs into history, re-arming an ended job."
 from __future__ import annotations
 
 import sqlite3
+from operator import itemgetter
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -60,8 +61,29 @@ def add_jobs(c: sqlite3.Connection, jobs: Sequence[Job],
             out.append(Added(j, True))
             if key:
                 firsts[key] = j
-    c.executemany(INSERT_JOB, rows)
+    _insert_jobs(c, rows)
     return out
+
+
+# Rows a batch may add before the page cache is widened for it (see _insert_jobs).
+BIG_BATCH = 5000
+
+
+def _insert_jobs(c: sqlite3.Connection, rows: list[tuple]) -> None:
+    # In id order every index on future_job grows at its end (ids of one batch share their
+    # millisecond, the rest is random). A big batch's pages would overflow the default 2 MB
+    # cache and spill to the WAL mid-transaction: it gets a cache to fit (~0.5 KiB a row),
+    # taken back before the commit (dirty pages stay until written; only clean ones go).
+    rows.sort(key=itemgetter(0))
+    if len(rows) < BIG_BATCH:
+        c.executemany(INSERT_JOB, rows)
+        return
+    (before,) = c.execute("PRAGMA cache_size").fetchone()
+    c.execute(f"PRAGMA cache_size = {-(len(rows) // 2 + 2048)}")
+    try:
+        c.executemany(INSERT_JOB, rows)
+    finally:
+        c.execute(f"PRAGMA cache_size = {int(before)}")
 
 
 def _by_idempotency_key(c: sqlite3.Connection, key: str) -> tuple[Job, str | None] | None:
