@@ -4,7 +4,6 @@ adding with idempotency keys, ending jobs into history, re-arming an ended job."
 from __future__ import annotations
 
 import sqlite3
-from operator import itemgetter
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -70,11 +69,11 @@ BIG_BATCH = 5000
 
 
 def _insert_jobs(c: sqlite3.Connection, rows: list[tuple]) -> None:
-    # In id order every index on future_job grows at its end (ids of one batch share their
-    # millisecond, the rest is random). A big batch's pages would overflow the default 2 MB
-    # cache and spill to the WAL mid-transaction: it gets a cache to fit (~0.5 KiB a row),
-    # taken back before the commit (dirty pages stay until written; only clean ones go).
-    rows.sort(key=itemgetter(0))
+    # A big batch's pages would overflow the default 2 MB cache and spill to the WAL
+    # mid-transaction: it gets a cache to fit (~0.5 KiB a row), taken back before the commit
+    # (dirty pages stay until written; only clean ones go). The rows stay in the order given:
+    # sorted by id (random within a millisecond) a slot's rows were strewn over the whole
+    # table, and a catch-up of 96 slots ran 1.6x slower than one slot of the same jobs.
     if len(rows) < BIG_BATCH:
         c.executemany(INSERT_JOB, rows)
         return
