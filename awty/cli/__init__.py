@@ -1,6 +1,8 @@
 """The ``awty`` command line: parse, call one ``Awty`` method, render. Nothing else lives here.
 
-- ``options``: the app settings, shared options, opening an ``Awty``, errors -> exit codes
+- ``options``: the app settings, shared options, ``reports_errors`` for each command
+- ``session``: the ``--database-url`` given, opening and closing an ``Awty``, errors -> exit
+  codes (no Typer: the quick paths ``quickadd`` and ``quickrun`` share it)
 - ``jobs``: add, cancel, reschedule, list, show, history, retry
 - ``runs``: slots, run, run-slot, catchup
 - ``ops``: init, doctor, crontab, stats, prune, export, import, version

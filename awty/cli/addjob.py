@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..errors import InvalidInput
 from . import render as r
@@ -46,17 +45,16 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
             timeout: str | None = None, max_attempts: int | None = None,
             misfire_grace: str | None = None, batch: str | None = None,
             dry_run: bool = False, as_json: bool = False, utc: bool = False,
-            home: Path | None = None, database_url: str | None = None) -> None:
-    from ..api import Awty
+            home: Path | None = None) -> None:
+    """``awty add``'s body; the ``Awty`` it opens is closed when the command ends
+    (``session.reporting_errors``)."""
+    from .session import open_awty
 
-    # the store is opened (a PostgreSQL pool started) only in the `with`, and closed after
-    store: dict[str, Any] = {} if database_url is None else {"database_url": database_url}
     if batch is not None:
         if target is not None:
             raise InvalidInput("give TARGET or --batch, not both")
         specs = read_batch(batch)
-        with Awty(home, **store) as a:
-            results = a.add_many(specs, dry_run=dry_run)
+        results = open_awty(home).add_many(specs, dry_run=dry_run)
         r.added(results, utc, as_json)
         return
     if target is None:
@@ -64,12 +62,11 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
     if exec_ and call:
         raise InvalidInput("--exec and --call exclude each other")
     kind = "exec" if exec_ else "python" if call else "http"
-    with Awty(home, **store) as a:
-        res = a.add(
-            target, at=at, in_=in_, kind=kind, payload_json=read_payload(payload),
-            entity=entity, key=key, idempotency_key=idempotency_key, headers=header or None,
-            max_checks=max_checks, horizon=horizon, timeout=timeout,
-            max_attempts=max_attempts, misfire_grace=misfire_grace, dry_run=dry_run)
+    res = open_awty(home).add(
+        target, at=at, in_=in_, kind=kind, payload_json=read_payload(payload),
+        entity=entity, key=key, idempotency_key=idempotency_key, headers=header or None,
+        max_checks=max_checks, horizon=horizon, timeout=timeout,
+        max_attempts=max_attempts, misfire_grace=misfire_grace, dry_run=dry_run)
     r.added([res], utc, as_json)
 
 

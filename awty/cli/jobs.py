@@ -13,7 +13,7 @@ from ..ids import runner_label
 from . import render as r
 from .addjob import run_add
 from .options import (
-    Home, Json, Utc, given_database_url, new_app, open_awty, reports_errors, slot_arg,
+    Home, Json, Utc, new_app, open_awty, reports_errors, slot_arg,
 )
 
 commands = new_app()
@@ -73,7 +73,7 @@ def add(
             key=key, idempotency_key=idempotency_key, header=header, max_checks=max_checks,
             horizon=horizon, timeout=timeout, max_attempts=max_attempts,
             misfire_grace=misfire_grace, batch=batch, dry_run=dry_run, as_json=as_json,
-            utc=utc, home=home, database_url=given_database_url())
+            utc=utc, home=home)
 
 
 @commands.command()

@@ -1,10 +1,7 @@
 """What every command module shares: the Typer app settings, the common options (``--home``,
-``--json``, ``--utc``, ``--database-url``), opening an ``Awty``, and the one place errors
-become exit codes.
-
-Errors: the library raises ``AwtyError`` subclasses; ``reports_errors`` prints one line on
-stderr and exits with the error's code (1 could not be done, 2 bad input). Usage errors from
-the parser are shown as one line too (``_OneLineGroup``)."""
+``--json``, ``--utc``, ``--database-url``), and ``reports_errors``, which runs a command in
+the session (``session``: opening an ``Awty``, errors -> exit codes) the quick paths share.
+Usage errors from the parser are shown as one line too (``_OneLineGroup``)."""
 
 from __future__ import annotations
 
@@ -12,19 +9,18 @@ import functools
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from typer.core import TyperGroup
 
-from ..errors import AwtyError, InvalidInput
+from ..errors import InvalidInput
 from . import render as r
-from .argv import normalise, take_database_url
+from .argv import normalise
 from .runslot import slot_arg as slot_arg  # the commands' one reading of a slot id
-
-# `--database-url` of the command line being run: a global option, taken out of the arguments
-# before Typer parses them (argv.take_database_url), so every command accepts it.
-_given: dict[str, str | None] = {"database_url": None}
+from .session import command_env as command_env
+from .session import open_awty as open_awty
+from .session import reporting_errors, take_given
 
 
 class _OneLineGroup(TyperGroup):
@@ -33,8 +29,7 @@ class _OneLineGroup(TyperGroup):
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         # global options before the command, --version, help CMD (awty.cli.argv); idempotent,
         # so the entry point may have done it already
-        args, _given["database_url"] = take_database_url(
-            normalise(list(sys.argv[1:] if args is None else args)))
+        args = take_given(normalise(list(sys.argv[1:] if args is None else args)))
         kwargs["standalone_mode"] = False
         try:
             code = super().main(args, *rest, **kwargs)
@@ -80,58 +75,13 @@ Utc = Annotated[bool, typer.Option("--utc", help="Show times in UTC instead of l
 def reports_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with reporting_errors(_exit):
             return fn(*args, **kwargs)
-        except AwtyError as e:
-            r.err(f"awty: {e}")
-            raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt:
-            r.err("awty: interrupted")
-            raise typer.Exit(130) from None
-        finally:
-            _close_opened()
     return wrapper
 
 
-_opened: list[Any] = []
-
-
-def _close_opened() -> None:
-    """Close what the command opened (a PostgreSQL pool has threads to stop); a failure to
-    close must not hide the command's own outcome."""
-    while _opened:
-        try:
-            _opened.pop().close()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
-
-
-def given_database_url() -> str | None:
-    """``--database-url`` of the command line being run, if one was given."""
-    return _given["database_url"]
-
-
-def open_awty(home: Path | None, **kw: Any):
-    """The ``Awty`` a command works on; the facade (and everything behind it) loads here, on
-    first use, not when the CLI is imported."""
-    from ..api import Awty
-
-    if _given["database_url"] is not None:
-        kw.setdefault("database_url", _given["database_url"])
-    a = Awty(home, **kw)
-    _opened.append(a)
-    return a
-
-
-def command_env() -> dict[str, str]:
-    """The environment as this command line sets it: ``--database-url`` is the
-    AWTY_DATABASE_URL setting for this run (for code that builds its own ``Awty``)."""
-    import os
-
-    env = dict(os.environ)
-    if _given["database_url"] is not None:
-        env["AWTY_DATABASE_URL"] = _given["database_url"]
-    return env
+def _exit(code: int) -> NoReturn:
+    raise typer.Exit(code) from None
 
 
 def positive_duration(text: str, option: str) -> timedelta:

@@ -9,7 +9,6 @@ usage errors are exactly the app's. The command's body (``addjob.run_add``) is s
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,24 +80,14 @@ def parse(args: list[str]) -> dict[str, Any] | None:
 
 def run(args: list[str]) -> bool:
     """Run ``awty add`` from ``args`` (after ``add``) when ``parse`` reads them; False when the
-    Typer app must. Errors end the process as ``options.reports_errors`` ends it."""
-    from .argv import take_database_url
+    Typer app must. Errors end the process as the app's commands end it."""
+    from .session import reporting_errors, take_given
 
-    args, database_url = take_database_url(args)
-    kw = parse(args)
+    kw = parse(take_given(args))
     if kw is None:
         return False
-    kw["database_url"] = database_url
-    from ..errors import AwtyError
-    from . import render as r
     from .addjob import run_add
 
-    try:
+    with reporting_errors():
         run_add(kw.pop("target"), **kw)
-    except AwtyError as e:
-        r.err(f"awty: {e}")
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        r.err("awty: interrupted")
-        sys.exit(130)
     return True

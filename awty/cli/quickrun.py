@@ -9,7 +9,6 @@ and usage errors are exactly the app's. The command's body (``runslot.run_slot``
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,41 +57,15 @@ def parse(args: list[str]) -> dict[str, Any] | None:
 
 def run(args: list[str]) -> bool:
     """Run ``awty run-slot`` from ``args`` (after ``run-slot``) when ``parse`` reads them;
-    False when the Typer app must. Errors end the process as ``options.reports_errors`` ends
-    it, and what was opened is closed as it closes it."""
-    from .argv import take_database_url
+    False when the Typer app must. Errors end the process, and what was opened is closed, as
+    the app's commands do."""
+    from .session import open_awty, reporting_errors, take_given
 
-    args, database_url = take_database_url(args)
-    kw = parse(args)
+    kw = parse(take_given(args))
     if kw is None:
         return False
-    from ..errors import AwtyError
-    from . import render as r
     from .runslot import run_slot
 
-    opened: list[Any] = []
-
-    def open_awty(home: Path | None, **more: Any):
-        from ..api import Awty
-
-        if database_url is not None:
-            more["database_url"] = database_url
-        a = Awty(home, **more)
-        opened.append(a)
-        return a
-
-    try:
+    with reporting_errors():
         run_slot(open_awty, **kw)
-    except AwtyError as e:
-        r.err(f"awty: {e}")
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        r.err("awty: interrupted")
-        sys.exit(130)
-    finally:
-        for a in opened:
-            try:
-                a.close()
-            except Exception:  # noqa: BLE001 - best effort at exit, as the Typer path
-                pass
     return True
