@@ -153,3 +153,19 @@ class SessionDatabase:
 def unavailable(reason: str) -> str:
     return (f"PostgreSQL tests need a server: {reason}. Start the local server "
             "(127.0.0.1:5432, trust auth) or install initdb/pg_ctl.")
+
+
+def own_cluster():
+    """For a fixture (``yield from``): a cluster of the test's own, destroyed afterwards, so
+    that restarting it never disturbs the shared local server; the test fails, saying why,
+    when none can be started."""
+    import pytest
+
+    try:
+        c = Cluster().start()
+    except NoServer as e:
+        pytest.fail(unavailable(str(e)), pytrace=False)
+    try:
+        yield c
+    finally:
+        c.destroy()

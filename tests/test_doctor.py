@@ -356,6 +356,17 @@ def _set_user_version(db: Path, v: int) -> None:
     conn.close()
 
 
+def _undo_migration(db: Path, version: int, migration: str, *undo: str) -> None:
+    """Make ``db`` as it was at schema ``version``, before ``migration`` (``undo`` reverses it)."""
+    conn = sqlite3.connect(db)
+    for sql in undo:
+        conn.execute(sql)
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (migration,))
+    conn.commit()
+    conn.close()
+    _set_user_version(db, version)
+
+
 def test_old_schema_reported_read_only_then_migrated(home, clock):
     with Awty(home, clock=clock, env={}) as a:
         a.add(URL, in_="1h")
@@ -373,12 +384,7 @@ def test_old_schema_reported_read_only_then_migrated(home, clock):
 def test_a_version_3_database_gains_the_in_flight_index(home, clock):
     with Awty(home, clock=clock, env={}) as a:
         a.add(URL, in_="1h")
-    conn = sqlite3.connect(home / "awty.db")
-    conn.execute("DROP INDEX future_job_in_flight")
-    conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0004_in_flight_index'")
-    conn.commit()
-    conn.close()
-    _set_user_version(home / "awty.db", 3)
+    _undo_migration(home / "awty.db", 3, "0004_in_flight_index", "DROP INDEX future_job_in_flight")
     with Awty(home, clock=clock, env={}) as a:
         assert doctor(a, repair=True).get("schema").repaired is True
         assert len(list(a.list())) == 1
@@ -395,13 +401,9 @@ def test_a_version_4_database_gets_the_slot_first_entity_index_on_open(home, clo
     with Awty(home, clock=clock, env={}) as a:
         a.add(URL, in_="1h", entity="order", key="7")
         a.add(URL, in_="2h", entity="order", key="8")
-    conn = sqlite3.connect(home / "awty.db")
-    conn.execute("DROP INDEX future_job_slot_entity")
-    conn.execute("CREATE INDEX future_job_entity ON future_job (entity_name, entity_key)")
-    conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0005_slot_entity_index'")
-    conn.commit()
-    conn.close()
-    _set_user_version(home / "awty.db", 4)
+    _undo_migration(home / "awty.db", 4, "0005_slot_entity_index",
+                    "DROP INDEX future_job_slot_entity",
+                    "CREATE INDEX future_job_entity ON future_job (entity_name, entity_key)")
     with Awty(home, clock=clock, env={}) as a:
         assert [j.entity_key for j in a.cancel_entity("order", "8").cancelled] == ["8"]
         assert a.count(entity="order") == 1

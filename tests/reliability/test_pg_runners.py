@@ -158,12 +158,7 @@ def own_cluster():
     disturbs the shared server."""
     import pgserver
 
-    try:
-        c = pgserver.Cluster().start()
-    except pgserver.NoServer as e:
-        pytest.fail(pgserver.unavailable(str(e)), pytrace=False)
-    yield c
-    c.destroy()
+    yield from pgserver.own_cluster()
 
 
 def test_a_server_restart_mid_run_loses_nothing(home, own_cluster):

@@ -47,12 +47,7 @@ def pg(pg_database):
 @pytest.fixture(scope="module")
 def cluster():
     """A cluster of our own: restarting it never disturbs the shared local server."""
-    try:
-        c = pgserver.Cluster().start()
-    except pgserver.NoServer as e:
-        pytest.fail(pgserver.unavailable(str(e)), pytrace=False)
-    yield c
-    c.destroy()
+    yield from pgserver.own_cluster()
 
 
 def one_line(e: BaseException) -> str:
