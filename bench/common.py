@@ -103,6 +103,12 @@ def slot_at(k: int) -> datetime:
     return BASE + timedelta(minutes=R * k)
 
 
+def alternate(run: int, first, second) -> tuple:
+    """The two things a run compares, in the order of run ``run``: swapped every other run,
+    so that neither always pays for going first."""
+    return (first, second) if run % 2 == 0 else (second, first)
+
+
 def fmt_n(n: int) -> str:
     return f"{n:,}"
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..common import BASE, R, fmt_n, slot_at
+from ..common import BASE, R, alternate, fmt_n, slot_at
 from ..disk import remove_home, settle
 from ..homes import check_summary
 
@@ -29,6 +30,29 @@ def _cancel_entity(a: Awty, pending: int, keys: int = 5) -> list[float]:
     return out
 
 
+def timed_round(b: Bench, slot: datetime, homes: tuple[Path, ...], n: int, gen_now: datetime,
+                settings: dict[Path, dict[str, str]] | None = None
+                ) -> tuple[dict[Path, float], dict[Path, float]]:
+    """Add ``n`` jobs due at ``slot`` to each home in turn (their callbacks to the timing
+    receiver) and time its ``run_slot``: seconds with ``close()`` included, and due → last
+    callback, per home. ``settings``: a home's own (a PostgreSQL schema)."""
+    st = b.stamps
+    times, lasts = {}, {}
+    for home in homes:
+        own = (settings or {}).get(home, {})
+        b.homes.fill(home, n, lambda i: slot, now=gen_now, url=st.url(), **own)
+        settle()
+        st.reset()
+        with b.homes.open(home, slot + timedelta(seconds=5), **own) as a:
+            due = time.time()
+            t0 = time.perf_counter()
+            s = a.run_slot(slot)
+        times[home] = time.perf_counter() - t0  # close() included
+        check_summary(s.to_dict(), n, "flatness run-slot")
+        lasts[home] = st.wait(n, 30, quiet=0).last - due
+    return times, lasts
+
+
 def run(b: Bench) -> None:
     n, pending = b.a.flat_due, b.a.flat_pending
     r0 = b.rep.row("flat0", f"flatness: {fmt_n(n)}-job slot, 0 pending", "s",
@@ -45,7 +69,6 @@ def run(b: Bench) -> None:
                    "×", "≤ 1.2×", lambda v: v <= 1.2, "{:.2f}")
     rc = b.rep.row("flat_cancel", f"cancel --entity order --key K at {fmt_n(pending)} pending "
                    "(one job, library call)", "ms", fmt="{:.1f}")
-    st = b.stamps
     empty, full = b.homes.path("flat-empty"), b.homes.path("flat-pending")
     week = 7 * 96
     gen_now = BASE - timedelta(hours=1)
@@ -59,20 +82,8 @@ def run(b: Bench) -> None:
     db_size = (full / "awty.db").stat().st_size
     runs = b.a.flat_runs
     for run in range(-1, runs):  # run -1: a warm-up of both homes, not counted
-        slot = slot_at(2 + run)
-        times, lasts = {}, {}
-        order = (empty, full) if run % 2 == 0 else (full, empty)
-        for home in order:
-            b.homes.fill(home, n, lambda i, s=slot: s, now=gen_now, url=st.url())
-            settle()
-            st.reset()
-            with b.homes.open(home, slot + timedelta(seconds=5)) as a:
-                due = time.time()
-                t0 = time.perf_counter()
-                s = a.run_slot(slot)
-            times[home] = time.perf_counter() - t0  # close() included
-            check_summary(s.to_dict(), n, "flatness run-slot")
-            lasts[home] = st.wait(n, 30, quiet=0).last - due
+        order = alternate(run, empty, full)
+        times, lasts = timed_round(b, slot_at(2 + run), order, n, gen_now)
         b.rep.details.append(
             f"flatness {'warm-up' if run < 0 else f'run {run + 1}'}: 0 pending "
             f"{times[empty]:.3f} s, {fmt_n(pending)} pending {times[full]:.3f} s "

@@ -17,9 +17,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..common import AWTY_SCRIPT, BASE, R, die_with_parent, fmt_n, slot_at
+from ..common import AWTY_SCRIPT, BASE, R, alternate, die_with_parent, fmt_n, slot_at
 from ..disk import remove_home, settle
 from ..homes import check_summary
+from .flat import timed_round
 
 if TYPE_CHECKING:
     from ..context import Bench
@@ -132,7 +133,7 @@ def _add(b: Bench, homes: Schemas) -> None:
 
     for run in range(b.a.runs):
         rates = {}
-        for store in (("pg", "sqlite") if run % 2 == 0 else ("sqlite", "pg")):
+        for store in alternate(run, "pg", "sqlite"):
             home, settings = homes.new("pg-add") if store == "pg" else (b.homes.path("add"), {})
             with b.homes.open(home, BASE, **settings) as a:
                 a.init()
@@ -156,7 +157,7 @@ def _slot(b: Bench, homes: Schemas) -> None:
     slot = slot_at(4)
     for run in range(b.a.runs):
         rates = {}
-        for store in (("pg", "sqlite") if run % 2 == 0 else ("sqlite", "pg")):
+        for store in alternate(run, "pg", "sqlite"):
             home, settings = homes.new("pg-slot") if store == "pg" else (b.homes.path("slot"), {})
             b.homes.fill(home, n, lambda i: slot, now=slot - timedelta(hours=1), **settings)
             if settings:
@@ -182,7 +183,7 @@ def _two_vs_one(b: Bench, homes: Schemas) -> None:
     slot = slot_at(5)
     for run in range(b.a.runs):
         rates = {}
-        for procs in ((1, 2) if run % 2 == 0 else (2, 1)):
+        for procs in alternate(run, 1, 2):
             home, settings = homes.new(f"pg-{procs}proc")
             b.homes.fill(home, n, lambda i: slot, now=slot - timedelta(hours=1), **settings)
             homes.analyze(settings)
@@ -235,7 +236,6 @@ def _flat(b: Bench, homes: Schemas) -> None:
     rl = b.rep.row("pg_flat_last_ratio", f"{LABELS['pg_flat_last_ratio']}, {fmt_n(n)}-job "
                    f"slot, {fmt_n(pending)} pending", "×", "≤ 1.2×", lambda v: v <= 1.2,
                    "{:.2f}")
-    st = b.stamps
     (empty, s_empty), (full, s_full) = homes.new("pg-flat-empty"), homes.new("pg-flat-full")
     gen_now = BASE - timedelta(hours=1)
     week = 7 * 96
@@ -248,19 +248,8 @@ def _flat(b: Bench, homes: Schemas) -> None:
         a.init()
     settings = {empty: s_empty, full: s_full}
     for run in range(-1, b.a.flat_runs):  # run -1: a warm-up of both, not counted
-        slot = slot_at(2 + run)
-        times, lasts = {}, {}
-        for home in ((empty, full) if run % 2 == 0 else (full, empty)):
-            b.homes.fill(home, n, lambda i, s=slot: s, now=gen_now, url=st.url(), **settings[home])
-            settle()
-            st.reset()
-            with b.homes.open(home, slot + timedelta(seconds=5), **settings[home]) as a:
-                due = time.time()
-                t0 = time.perf_counter()
-                s = a.run_slot(slot)
-            times[home] = time.perf_counter() - t0
-            check_summary(s.to_dict(), n, "PostgreSQL flatness run-slot")
-            lasts[home] = st.wait(n, 30, quiet=0).last - due
+        times, lasts = timed_round(b, slot_at(2 + run), alternate(run, empty, full), n,
+                                   gen_now, settings)
         b.rep.details.append(
             f"PostgreSQL flatness {'warm-up' if run < 0 else f'run {run + 1}'}: 0 pending "
             f"{times[empty]:.3f} s, {fmt_n(pending)} pending {times[full]:.3f} s; due → last "
