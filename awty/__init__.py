@@ -6,7 +6,6 @@ facade and everything behind it load on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
@@ -14,7 +13,10 @@ __all__ = ["Awty", "AddResult", "AwtyError", "InvalidInput", "JobNotFound", "Con
            "Job", "Outcome", "Kind", "CancelResult", "HistoryRow", "SlotSummary", "StoreStats",
            "RunSummary", "Clock", "FixedClock", "__version__"]
 
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
+    from typing import Any
+
     from .api import AddResult, Awty
     from .clock import Clock, FixedClock
     from .errors import AwtyError, Busy, Conflict, InvalidInput, JobNotFound

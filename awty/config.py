@@ -6,73 +6,114 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
 
 from .errors import InvalidInput
 from .model import MisfirePolicy
+from .record import Record, _draft, _seal
 from .slots import check_resolution, format_duration, parse_duration
+
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFIG_NAME = "awty.toml"
 
 
-def _setting(default: Any, doc: str, example: str | None = None) -> Any:
-    """A field of ``Settings`` with what the awty.toml template says of it: ``doc``, and the
-    TOML text of an example value when the default is not one worth showing."""
-    return field(default=default, metadata={"doc": doc, "example": example})
+# Every setting: (name, default, what the awty.toml template says of it, and the TOML text of
+# an example value when the default is not one worth showing). ``TEMPLATE`` is generated from
+# these: a new setting documents itself there. ``Settings`` below declares each one's type.
+FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
+    ("resolution", 15, "minutes between slots: 1 2 3 4 5 6 10 12 15 20 30 60", None),
+    ("concurrency", 128, "callbacks in flight per runner", None),
+    ("per_host_concurrency", 32, "callbacks in flight per host", None),
+    ("timeout", 30.0, "wall-clock deadline per execution", None),
+    ("max_checks", 5, "re-checks a job may ask for before it ends as expired", None),
+    ("horizon", 7 * 86400.0, "a re-check beyond now + horizon ends the job", None),
+    ("max_attempts", 6, "attempts for retryable failures, then the job fails", None),
+    ("backoff", (10.0, 30.0, 120.0, 600.0, 1800.0), "delays between attempts", None),
+    ("quick_retries", 1, "in-run retries before a failure is re-slotted", None),
+    ("quick_retry_max_delay", 5.0, "only backoff steps up to this run in the same run", None),
+    ("max_payload_bytes", 4096, "largest payload accepted at add", None),
+    ("max_delay", 365 * 86400.0, "furthest due time accepted at add", None),
+    ("max_response_bytes", 64 * 1024, "response bytes read per callback", None),
+    ("allowed_callbacks", (), "URL prefixes callbacks must start with (empty: any http(s) URL)",
+     '["https://hooks.example.com/"]'),
+    ("deny_private_networks", False, "true refuses loopback and private ranges too", None),
+    ("signing_secret_file", None, "a 0600 file holding whsec_… (or AWTY_SIGNING_SECRET)",
+     '"/etc/awty/secret"'),
+    ("notify_command", None, "shell command run when a cron run has failures",
+     """'mail -s "$1" me@example.com'"""),
+    ("misfire", MisfirePolicy.FIRE, 'or "skip": after downtime, jobs later than misfire_grace '
+     "expire", '"fire"'),
+    ("misfire_grace", None, "with misfire = \"skip\" (default: one slot)", '"1h"'),
+    ("breaker_threshold", 5, "failures (of the last 20, at least half) that open a breaker",
+     None),
+    ("lease", 600.0, "how long a claimed job stays with its runner before others may take it",
+     None),
+    ("batch_size", 1000, "jobs claimed / recorded per transaction", None),
+    ("busy_timeout", 5.0, "how long SQLite waits for a lock", None),
+    ("history_output_bytes", 2000, "output kept per history row", None),
+    ("log_max_bytes", 1_000_000, "awty.log size before it rotates", None),
+    ("dropin_kinds", ("http",), "kinds an envelope dropped into slots/ may create", None),
+    ("ca_file", None, "PEM bundle trusted for https callbacks, beside the system's",
+     '"/etc/awty/ca.pem"'),
+    ("exec_env", True, "exec jobs run in the environment they were added in, as `at` does",
+     None),
+    ("database_url", None, "several hosts: the PostgreSQL store instead of SQLite",
+     '"postgresql://awty@db.example.com/awty"'),
+    ("database_schema", "awty", "the PostgreSQL schema holding awty's tables", None),
+)
+KEYS = tuple(f[0] for f in FIELDS)
+DEFAULTS: dict[str, Any] = {f[0]: f[1] for f in FIELDS}
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Every setting, its default and its line in the awty.toml template (``TEMPLATE`` is
-    generated from these fields: a new setting documents itself there)."""
+class Settings(Record):
+    """Every setting (``FIELDS`` has their defaults and docs). ``Settings(**values)``: the
+    defaults, with ``values`` in their place (checked by ``load``, not here)."""
 
-    resolution: int = _setting(15, "minutes between slots: 1 2 3 4 5 6 10 12 15 20 30 60")
-    concurrency: int = _setting(128, "callbacks in flight per runner")
-    per_host_concurrency: int = _setting(32, "callbacks in flight per host")
-    timeout: float = _setting(30.0, "wall-clock deadline per execution")
-    max_checks: int = _setting(5, "re-checks a job may ask for before it ends as expired")
-    horizon: float = _setting(7 * 86400.0, "a re-check beyond now + horizon ends the job")
-    max_attempts: int = _setting(6, "attempts for retryable failures, then the job fails")
-    backoff: tuple[float, ...] = _setting((10.0, 30.0, 120.0, 600.0, 1800.0),
-                                          "delays between attempts")
-    quick_retries: int = _setting(1, "in-run retries before a failure is re-slotted")
-    quick_retry_max_delay: float = _setting(5.0, "only backoff steps up to this run in the "
-                                                 "same run")
-    max_payload_bytes: int = _setting(4096, "largest payload accepted at add")
-    max_delay: float = _setting(365 * 86400.0, "furthest due time accepted at add")
-    max_response_bytes: int = _setting(64 * 1024, "response bytes read per callback")
-    allowed_callbacks: tuple[str, ...] = _setting(
-        (), "URL prefixes callbacks must start with (empty: any http(s) URL)",
-        '["https://hooks.example.com/"]')
-    deny_private_networks: bool = _setting(False, "true refuses loopback and private ranges too")
-    signing_secret_file: str | None = _setting(None, "a 0600 file holding whsec_… (or "
-                                                     "AWTY_SIGNING_SECRET)",
-                                               '"/etc/awty/secret"')
-    notify_command: str | None = _setting(None, "shell command run when a cron run has "
-                                                "failures", """'mail -s "$1" me@example.com'""")
-    misfire: MisfirePolicy = _setting(MisfirePolicy.FIRE, 'or "skip": after downtime, jobs '
-                                      "later than misfire_grace expire", '"fire"')
-    misfire_grace: float | None = _setting(None, "with misfire = \"skip\" (default: one slot)",
-                                           '"1h"')
-    breaker_threshold: int = _setting(5, "failures (of the last 20, at least half) that open a "
-                                         "breaker")
-    lease: float = _setting(600.0, "how long a claimed job stays with its runner before others "
-                                   "may take it")
-    batch_size: int = _setting(1000, "jobs claimed / recorded per transaction")
-    busy_timeout: float = _setting(5.0, "how long SQLite waits for a lock")
-    history_output_bytes: int = _setting(2000, "output kept per history row")
-    log_max_bytes: int = _setting(1_000_000, "awty.log size before it rotates")
-    dropin_kinds: tuple[str, ...] = _setting(("http",), "kinds an envelope dropped into slots/ "
-                                                        "may create")
-    ca_file: str | None = _setting(None, "PEM bundle trusted for https callbacks, beside the "
-                                         "system's", '"/etc/awty/ca.pem"')
-    exec_env: bool = _setting(True, "exec jobs run in the environment they were added in, as "
-                                    "`at` does")
-    database_url: str | None = _setting(None, "several hosts: the PostgreSQL store instead of "
-                                              "SQLite", '"postgresql://awty@db.example.com/awty"')
-    database_schema: str = _setting("awty", "the PostgreSQL schema holding awty's tables")
+    __slots__ = KEYS
+    resolution: int
+    concurrency: int
+    per_host_concurrency: int
+    timeout: float
+    max_checks: int
+    horizon: float
+    max_attempts: int
+    backoff: tuple[float, ...]
+    quick_retries: int
+    quick_retry_max_delay: float
+    max_payload_bytes: int
+    max_delay: float
+    max_response_bytes: int
+    allowed_callbacks: tuple[str, ...]
+    deny_private_networks: bool
+    signing_secret_file: str | None
+    notify_command: str | None
+    misfire: MisfirePolicy
+    misfire_grace: float | None
+    breaker_threshold: int
+    lease: float
+    batch_size: int
+    busy_timeout: float
+    history_output_bytes: int
+    log_max_bytes: int
+    dropin_kinds: tuple[str, ...]
+    ca_file: str | None
+    exec_env: bool
+    database_url: str | None
+    database_schema: str
+
+    def __new__(cls, *args: Any, **values: Any) -> Settings:
+        if args:  # positional, in KEYS order (pickle, copy)
+            values = {**dict(zip(KEYS, args, strict=False)), **values}
+        unknown = set(values) - DEFAULTS.keys()
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        s = _draft(cls)
+        for key, default in DEFAULTS.items():
+            setattr(s, key, values.get(key, default))
+        return _seal(s, cls)
 
 
 _DURATION_KEYS = {"timeout", "horizon", "max_delay", "misfire_grace", "lease", "busy_timeout",
@@ -86,7 +127,6 @@ _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size":
 # Optional text settings, and what they hold (for the error message).
 _TEXT_KEYS = {"signing_secret_file": "a file path", "ca_file": "a file path",
               "notify_command": "a shell command (a string)"}
-KEYS = tuple(f.name for f in fields(Settings))
 SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # a PostgreSQL name, never quoted wrong
 
 
@@ -208,7 +248,7 @@ def load(home: Path, env: Mapping[str, str] | None = None, flags: dict[str, Any]
         if key not in KEYS:
             raise InvalidInput(f"--{key.replace('_', '-')}: unknown setting")
         values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
-    return replace(Settings(), **values)
+    return Settings(**values)
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:
@@ -236,9 +276,9 @@ def _toml(key: str, value: Any) -> str:
 
 def _template() -> str:
     lines = ["# awty settings. Every key may also be set as AWTY_<KEY> in the environment."]
-    for f in fields(Settings):
-        example = f.metadata["example"] or _toml(f.name, f.default)
-        lines.append(f"# {f.name} = {example}".ljust(40) + f"  # {f.metadata['doc']}")
+    for name, default, doc, example in FIELDS:
+        shown = example or _toml(name, default)
+        lines.append(f"# {name} = {shown}".ljust(40) + f"  # {doc}")
     return "\n".join(lines) + "\n"
 
 

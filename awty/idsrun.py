@@ -9,7 +9,6 @@ and nothing is sent.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +24,7 @@ class IdsRun(SlotRun):
         self.ids = list(dict.fromkeys(ids))
         self.claimed_slots: dict[str, datetime] = {}  # id -> the slot its envelope was in
         # One claim holds every named job: its lease must cover them all, not one batch.
-        self.lease = lease_seconds(replace(self.s, batch_size=max(self.s.batch_size,
+        self.lease = lease_seconds(self.s.replace(batch_size=max(self.s.batch_size,
                                                                   len(self.ids))))
 
     def _claim(self) -> list[Job]:

@@ -1,13 +1,18 @@
-"""Records and closed sets. Frozen dataclasses; the store and the executors speak in these."""
+"""Records and closed sets: read-only ``Record``s (``record``); the store and the executors
+speak in these. Each record's ``__new__`` takes its fields in the order of ``__slots__``."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
-from datetime import datetime
 from enum import StrEnum
-from typing import Any
+
+from .record import Record, _draft, _seal
+
+TYPE_CHECKING = False  # typing costs `awty add` ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
 
 
 class Kind(StrEnum):
@@ -46,8 +51,12 @@ class MisfirePolicy(StrEnum):
     SKIP = "skip"
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
+class Job(Record):
+    __slots__ = ("id", "kind", "target", "payload_json", "headers", "entity_name", "entity_key",
+                 "first_check_at", "next_check_at", "check_count", "attempt", "status",
+                 "max_checks", "horizon", "timeout", "max_attempts", "misfire_grace",
+                 "idempotency_key", "cwd", "created_at", "updated_at", "last_error",
+                 "lease_owner", "lease_until", "started_at", "env")
     id: str
     kind: Kind
     target: str
@@ -57,59 +66,126 @@ class Job:
     entity_key: str | None
     first_check_at: datetime
     next_check_at: datetime
-    check_count: int = 0
-    attempt: int = 0
-    status: Status = Status.PENDING
-    max_checks: int | None = None
-    horizon: float | None = None
-    timeout: float | None = None
-    max_attempts: int | None = None
-    misfire_grace: float | None = None
-    idempotency_key: str | None = None
-    cwd: str | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    last_error: str | None = None
-    lease_owner: str | None = None
-    lease_until: datetime | None = None
+    check_count: int
+    attempt: int
+    status: Status
+    max_checks: int | None
+    horizon: float | None
+    timeout: float | None
+    max_attempts: int | None
+    misfire_grace: float | None
+    idempotency_key: str | None
+    cwd: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    last_error: str | None
+    lease_owner: str | None
+    lease_until: datetime | None
     # Set by ``Store.start``: the runner has begun executing this claim; from then on a cancel
     # or reschedule reports the job as being delivered instead of taking it back.
-    started_at: datetime | None = None
+    started_at: datetime | None
     # exec jobs: the environment recorded at add (PATH and exported variables, minus secrets),
     # restored at run time as ``at`` does. None: not recorded (http/python, or turned off).
-    env: dict[str, str] | None = None
+    env: dict[str, str] | None
+
+    def __new__(cls, id: str, kind: Kind, target: str, payload_json: str,
+                headers: dict[str, str], entity_name: str | None, entity_key: str | None,
+                first_check_at: datetime, next_check_at: datetime, check_count: int = 0,
+                attempt: int = 0, status: Status = Status.PENDING,
+                max_checks: int | None = None, horizon: float | None = None,
+                timeout: float | None = None, max_attempts: int | None = None,
+                misfire_grace: float | None = None, idempotency_key: str | None = None,
+                cwd: str | None = None, created_at: datetime | None = None,
+                updated_at: datetime | None = None, last_error: str | None = None,
+                lease_owner: str | None = None, lease_until: datetime | None = None,
+                started_at: datetime | None = None,
+                env: dict[str, str] | None = None) -> Job:
+        s = _draft(cls)
+        s.id = id
+        s.kind = kind
+        s.target = target
+        s.payload_json = payload_json
+        s.headers = headers
+        s.entity_name = entity_name
+        s.entity_key = entity_key
+        s.first_check_at = first_check_at
+        s.next_check_at = next_check_at
+        s.check_count = check_count
+        s.attempt = attempt
+        s.status = status
+        s.max_checks = max_checks
+        s.horizon = horizon
+        s.timeout = timeout
+        s.max_attempts = max_attempts
+        s.misfire_grace = misfire_grace
+        s.idempotency_key = idempotency_key
+        s.cwd = cwd
+        s.created_at = created_at
+        s.updated_at = updated_at
+        s.last_error = last_error
+        s.lease_owner = lease_owner
+        s.lease_until = lease_until
+        s.started_at = started_at
+        s.env = env
+        return _seal(s, cls)
 
     @property
     def payload(self) -> Any:
         return json.loads(self.payload_json)
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(Record):
     """The context of one execution of a job, handed to an executor."""
 
+    __slots__ = ("slot", "check", "attempt", "timeout")
     slot: str  # slot id YYYYMMDDHHMM
     check: int  # 1-based: this is the check_count+1-th check
     attempt: int  # 1-based attempt number within this check
     timeout: float  # seconds, a wall-clock deadline for the whole attempt
 
+    def __new__(cls, slot: str, check: int, attempt: int, timeout: float) -> Attempt:
+        s = _draft(cls)
+        s.slot = slot
+        s.check = check
+        s.attempt = attempt
+        s.timeout = timeout
+        return _seal(s, cls)
 
-@dataclass(frozen=True, slots=True)
-class Result:
+
+class Result(Record):
     """One execution's answer. Executors return this and never raise for a job's failure."""
 
+    __slots__ = ("answer", "recheck_at", "retry_after", "status", "error", "output", "duration",
+                 "deferred")
     answer: Answer
-    recheck_at: datetime | None = None
-    retry_after: float | None = None  # seconds, from Retry-After or the job's own answer
-    status: int | None = None  # HTTP status or exit code
-    error: str | None = None
-    output: str | None = None
-    duration: float = 0.0  # seconds spent in this execution
-    deferred: bool = False  # not attempted (host circuit open): move on, count no attempt
+    recheck_at: datetime | None
+    retry_after: float | None  # seconds, from Retry-After or the job's own answer
+    status: int | None  # HTTP status or exit code
+    error: str | None
+    output: str | None
+    duration: float  # seconds spent in this execution
+    deferred: bool  # not attempted (host circuit open): move on, count no attempt
+
+    def __new__(cls, answer: Answer, recheck_at: datetime | None = None,
+                retry_after: float | None = None, status: int | None = None,
+                error: str | None = None, output: str | None = None, duration: float = 0.0,
+                deferred: bool = False) -> Result:
+        s = _draft(cls)
+        s.answer = answer
+        s.recheck_at = recheck_at
+        s.retry_after = retry_after
+        s.status = status
+        s.error = error
+        s.output = output
+        s.duration = duration
+        s.deferred = deferred
+        return _seal(s, cls)
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryRow:
+class HistoryRow(Record):
+    __slots__ = ("id", "kind", "target", "entity_name", "entity_key", "outcome", "reason",
+                 "checks", "attempts", "first_check_at", "ended_at", "created_at",
+                 "duration_ms", "last_status", "error", "output", "payload_json")
     id: str
     kind: Kind
     target: str
@@ -126,83 +202,172 @@ class HistoryRow:
     last_status: int | None
     error: str | None
     output: str | None
-    payload_json: str | None = None
+    payload_json: str | None
+
+    def __new__(cls, id: str, kind: Kind, target: str, entity_name: str | None,
+                entity_key: str | None, outcome: Outcome, reason: str, checks: int,
+                attempts: int, first_check_at: datetime, ended_at: datetime,
+                created_at: datetime | None, duration_ms: float | None, last_status: int | None,
+                error: str | None, output: str | None,
+                payload_json: str | None = None) -> HistoryRow:
+        s = _draft(cls)
+        s.id = id
+        s.kind = kind
+        s.target = target
+        s.entity_name = entity_name
+        s.entity_key = entity_key
+        s.outcome = outcome
+        s.reason = reason
+        s.checks = checks
+        s.attempts = attempts
+        s.first_check_at = first_check_at
+        s.ended_at = ended_at
+        s.created_at = created_at
+        s.duration_ms = duration_ms
+        s.last_status = last_status
+        s.error = error
+        s.output = output
+        s.payload_json = payload_json
+        return _seal(s, cls)
 
 
-@dataclass(frozen=True, slots=True)
-class Execution:
+class Execution(Record):
     """One execution of a job (a row of the per-execution event log), for ``show`` and
     ``stats``."""
 
+    __slots__ = ("job_id", "at", "slot", "check", "attempt", "answer", "status", "duration_ms",
+                 "lateness_ms", "error")
     job_id: str
     at: datetime  # when the attempt started
     slot: str  # slot id YYYYMMDDHHMM
     check: int
     attempt: int
     answer: Answer
-    status: int | None = None  # HTTP status or exit code
-    duration_ms: float | None = None
-    lateness_ms: float | None = None  # start minus the slot boundary
-    error: str | None = None
+    status: int | None  # HTTP status or exit code
+    duration_ms: float | None
+    lateness_ms: float | None  # start minus the slot boundary
+    error: str | None
+
+    def __new__(cls, job_id: str, at: datetime, slot: str, check: int, attempt: int,
+                answer: Answer, status: int | None = None, duration_ms: float | None = None,
+                lateness_ms: float | None = None, error: str | None = None) -> Execution:
+        s = _draft(cls)
+        s.job_id = job_id
+        s.at = at
+        s.slot = slot
+        s.check = check
+        s.attempt = attempt
+        s.answer = answer
+        s.status = status
+        s.duration_ms = duration_ms
+        s.lateness_ms = lateness_ms
+        s.error = error
+        return _seal(s, cls)
 
 
 # -- decisions: what the runner asks the store to apply after an execution ------------------
-@dataclass(frozen=True, slots=True)
-class End:
+class End(Record):
     """End a job: delete it from future_job and write its history row."""
 
+    __slots__ = ("job", "outcome", "reason", "result", "lateness")
     job: Job
     outcome: Outcome
     reason: str
     result: Result | None  # the last execution, if any
-    lateness: float | None = None  # seconds between the slot boundary and the execution
+    lateness: float | None  # seconds between the slot boundary and the execution
+
+    def __new__(cls, job: Job, outcome: Outcome, reason: str, result: Result | None,
+                lateness: float | None = None) -> End:
+        s = _draft(cls)
+        s.job = job
+        s.outcome = outcome
+        s.reason = reason
+        s.result = result
+        s.lateness = lateness
+        return _seal(s, cls)
 
 
-@dataclass(frozen=True, slots=True)
-class Reslot:
+class Reslot(Record):
     """Put a job back to pending in a later slot (a re-check, a retry, or a deferral)."""
 
+    __slots__ = ("job", "next_check_at", "check_count", "attempt", "result", "error")
     job: Job
     next_check_at: datetime
     check_count: int
     attempt: int
     result: Result | None
-    error: str | None = None
+    error: str | None
+
+    def __new__(cls, job: Job, next_check_at: datetime, check_count: int, attempt: int,
+                result: Result | None, error: str | None = None) -> Reslot:
+        s = _draft(cls)
+        s.job = job
+        s.next_check_at = next_check_at
+        s.check_count = check_count
+        s.attempt = attempt
+        s.result = result
+        s.error = error
+        return _seal(s, cls)
 
 
 Decision = End | Reslot
 
 
 # -- what store operations answer ------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Added:
+class Added(Record):
+    __slots__ = ("job", "created")
     job: Job
     created: bool  # False: an existing job returned for the same idempotency key
 
+    def __new__(cls, job: Job, created: bool) -> Added:
+        s = _draft(cls)
+        s.job = job
+        s.created = created
+        return _seal(s, cls)
 
-@dataclass(frozen=True, slots=True)
-class CancelResult:
+
+class CancelResult(Record):
     """What a cancel did. Only ``cancelled`` jobs were ended (outcome ``cancelled``)."""
 
+    __slots__ = ("cancelled", "running", "missing")
     cancelled: list[Job]
     running: list[Job]  # started by a live runner: left alone, their real outcome goes to history
     missing: list[str]  # ids not pending (unknown, or already ended)
 
+    def __new__(cls, cancelled: list[Job], running: list[Job],
+                missing: list[str]) -> CancelResult:
+        s = _draft(cls)
+        s.cancelled = cancelled
+        s.running = running
+        s.missing = missing
+        return _seal(s, cls)
 
-@dataclass(frozen=True, slots=True)
-class LeaseGroup:
+
+class LeaseGroup(Record):
     """Jobs in flight, grouped by lease owner (``doctor``)."""
 
+    __slots__ = ("owner", "jobs", "expired", "alive")
     owner: str | None
     jobs: int
     expired: int  # of those, how many have ``lease_until <= now``
     alive: bool | None  # the owner's session is open; None: the store cannot tell
 
+    def __new__(cls, owner: str | None, jobs: int, expired: int,
+                alive: bool | None) -> LeaseGroup:
+        s = _draft(cls)
+        s.owner = owner
+        s.jobs = jobs
+        s.expired = expired
+        s.alive = alive
+        return _seal(s, cls)
 
-@dataclass(frozen=True, slots=True)
-class StoreStats:
+
+class StoreStats(Record):
     """Aggregates for ``awty stats``, computed by the store (never by holding rows)."""
 
+    __slots__ = ("pending", "in_flight", "stale_leases", "by_kind", "next_slots", "past_slots",
+                 "past_jobs", "outcomes", "executions", "by_answer", "retries", "failures",
+                 "lateness_count", "lateness_median_ms", "lateness_p99_ms", "lateness_max_ms")
     pending: int
     in_flight: int
     stale_leases: int  # in flight, lease expired, owner not alive
@@ -220,33 +385,83 @@ class StoreStats:
     lateness_p99_ms: float | None
     lateness_max_ms: float | None
 
+    def __new__(cls, pending: int, in_flight: int, stale_leases: int, by_kind: dict[str, int],
+                next_slots: list[tuple[datetime, int]], past_slots: int, past_jobs: int,
+                outcomes: dict[str, int], executions: int, by_answer: dict[str, int],
+                retries: int, failures: int, lateness_count: int,
+                lateness_median_ms: float | None, lateness_p99_ms: float | None,
+                lateness_max_ms: float | None) -> StoreStats:
+        s = _draft(cls)
+        s.pending = pending
+        s.in_flight = in_flight
+        s.stale_leases = stale_leases
+        s.by_kind = by_kind
+        s.next_slots = next_slots
+        s.past_slots = past_slots
+        s.past_jobs = past_jobs
+        s.outcomes = outcomes
+        s.executions = executions
+        s.by_answer = by_answer
+        s.retries = retries
+        s.failures = failures
+        s.lateness_count = lateness_count
+        s.lateness_median_ms = lateness_median_ms
+        s.lateness_p99_ms = lateness_p99_ms
+        s.lateness_max_ms = lateness_max_ms
+        return _seal(s, cls)
 
-@dataclass(frozen=True, slots=True)
-class StoreHealth:
+
+class StoreHealth(Record):
     """``Store.check()``: what doctor reports about the store itself."""
 
+    __slots__ = ("ok", "schema_version", "detail", "problems", "expected_version")
     ok: bool
     schema_version: int
     detail: str  # e.g. "PRAGMA integrity_check: ok", "PostgreSQL 15.2 at /run/…, schema awty"
-    problems: tuple[str, ...] = ()
-    expected_version: int = 0  # the schema version this awty's store writes (doctor compares)
+    problems: tuple[str, ...]
+    expected_version: int  # the schema version this awty's store writes (doctor compares)
+
+    def __new__(cls, ok: bool, schema_version: int, detail: str, problems: tuple[str, ...] = (),
+                expected_version: int = 0) -> StoreHealth:
+        s = _draft(cls)
+        s.ok = ok
+        s.schema_version = schema_version
+        s.detail = detail
+        s.problems = problems
+        s.expected_version = expected_version
+        return _seal(s, cls)
 
 
-@dataclass
 class SlotSummary:
-    slot: str
-    ran: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)  # done/gone/failed/expired counts
-    rechecked: int = 0
-    retried: int = 0  # re-slotted for a later attempt
-    deferred: int = 0  # pushed to the next slot by a host's circuit breaker
-    imported: int = 0
-    orphans_removed: int = 0
-    rejected: int = 0
-    skipped_cancelled: int = 0
-    seconds: float = 0.0
-    busy: str | None = None  # set when another runner held the slot's lock
-    dry_run: bool = False
+    """What one slot's run did (mutable: the runner counts into it)."""
+
+    def __init__(self, slot: str, ran: int = 0, outcomes: dict[str, int] | None = None,
+                 rechecked: int = 0, retried: int = 0, deferred: int = 0, imported: int = 0,
+                 orphans_removed: int = 0, rejected: int = 0, skipped_cancelled: int = 0,
+                 seconds: float = 0.0, busy: str | None = None, dry_run: bool = False) -> None:
+        self.slot = slot
+        self.ran = ran
+        self.outcomes: dict[str, int] = {} if outcomes is None else outcomes  # done/gone/…
+        self.rechecked = rechecked
+        self.retried = retried  # re-slotted for a later attempt
+        self.deferred = deferred  # pushed to the next slot by a host's circuit breaker
+        self.imported = imported
+        self.orphans_removed = orphans_removed
+        self.rejected = rejected
+        self.skipped_cancelled = skipped_cancelled
+        self.seconds = seconds
+        self.busy = busy  # set when another runner held the slot's lock
+        self.dry_run = dry_run
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.to_dict()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     def count(self, key: str, n: int = 1) -> None:
         self.outcomes[key] = self.outcomes.get(key, 0) + n
@@ -268,14 +483,16 @@ class SlotSummary:
         }
 
 
-@dataclass
 class RunSummary(SlotSummary):
     """What ``Awty.run_now`` did (``awty run ID…``): a slot run's counts, and what became of
     each job: ``{"id", "outcome", "reason", "status", "next_check_at"}``, where outcome is an
     ``Outcome`` value for a job that ended, else ``rechecked``, ``retried`` or ``deferred``
     (``next_check_at``: the slot it waits in now)."""
 
-    jobs: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self, slot: str, jobs: list[dict[str, Any]] | None = None,
+                 **counts: Any) -> None:
+        super().__init__(slot, **counts)
+        self.jobs: list[dict[str, Any]] = [] if jobs is None else jobs
 
     def to_dict(self) -> dict[str, Any]:
         return {**SlotSummary.to_dict(self), "jobs": [dict(j) for j in self.jobs]}

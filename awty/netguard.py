@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from .errors import InvalidInput
 
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from .config import Settings
 

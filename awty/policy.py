@@ -3,22 +3,31 @@ No I/O and no clock: ``now`` is an argument. The runner applies what these retur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .config import Settings
 from .model import Answer, Decision, End, Job, Kind, MisfirePolicy, Outcome, Reslot, Result
+from .record import Record, _draft, _seal
 from .slots import backoff_delay, next_slot_after, slot_for
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(Record):
     """A job's guards: its own, else the settings'."""
 
+    __slots__ = ("max_checks", "horizon", "timeout", "max_attempts")
     max_checks: int
     horizon: float  # seconds
     timeout: float  # seconds, per attempt
     max_attempts: int
+
+    def __new__(cls, max_checks: int, horizon: float, timeout: float,
+                max_attempts: int) -> Limits:
+        s = _draft(cls)
+        s.max_checks = max_checks
+        s.horizon = horizon
+        s.timeout = timeout
+        s.max_attempts = max_attempts
+        return _seal(s, cls)
 
 
 def limits(job: Job, s: Settings) -> Limits:

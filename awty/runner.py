@@ -15,7 +15,6 @@ import asyncio
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from .model import (
 )
 from .policy import decide, limits, misfired, quick_retry_delay
 from .reconcile import Reconciler
+from .record import Record, _draft, _seal
 from .slotdir import SlotTree
 from .slotrun import SlotRun
 from .slots import current_slot, iso, slot_id
@@ -54,19 +54,30 @@ if TYPE_CHECKING:
 OnEvent = Callable[[str, dict[str, Any]], None]
 
 
-@dataclass
-class RunOptions:
-    shard: tuple[int, int] | None = None  # (index, count), 0-based index
-    dry_run: bool = False
-    misfire: MisfirePolicy | None = None  # overrides settings.misfire
-    misfire_grace: float | None = None
+class RunOptions(Record):
+    __slots__ = ("shard", "dry_run", "misfire", "misfire_grace")
+    shard: tuple[int, int] | None  # (index, count), 0-based index
+    dry_run: bool
+    misfire: MisfirePolicy | None  # overrides settings.misfire
+    misfire_grace: float | None
+
+    def __new__(cls, shard: tuple[int, int] | None = None, dry_run: bool = False,
+                misfire: MisfirePolicy | None = None,
+                misfire_grace: float | None = None) -> RunOptions:
+        s = _draft(cls)
+        s.shard = shard
+        s.dry_run = dry_run
+        s.misfire = misfire
+        s.misfire_grace = misfire_grace
+        return _seal(s, cls)
 
 
-@dataclass
 class CatchupSummary:
-    slots: list[SlotSummary] = field(default_factory=list)
-    seconds: float = 0.0
-    dry_run: bool = False
+    def __init__(self, slots: list[SlotSummary] | None = None, seconds: float = 0.0,
+                 dry_run: bool = False) -> None:
+        self.slots: list[SlotSummary] = [] if slots is None else slots
+        self.seconds = seconds
+        self.dry_run = dry_run
 
     def to_dict(self) -> dict[str, Any]:
         totals: dict[str, int] = {}
@@ -315,7 +326,7 @@ class Runner:
                 break
             await asyncio.sleep(delay)
             quick += 1
-            job = replace(job, attempt=job.attempt + 1)
+            job = job.replace(attempt=job.attempt + 1)
         return decide(job, result, self.clock.now(), s, lateness)
 
     def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
@@ -352,7 +363,7 @@ class Runner:
                     self._warn(f"job {job.id} {d.outcome.value}: {d.reason}")
             else:
                 assert isinstance(d, Reslot)
-                moved = replace(job, next_check_at=d.next_check_at, check_count=d.check_count,
+                moved = job.replace(next_check_at=d.next_check_at, check_count=d.check_count,
                                 attempt=d.attempt)
                 if self.tree is not None:
                     _tree_op(trouble, self.tree.write, moved)

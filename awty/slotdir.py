@@ -11,18 +11,19 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .clock import file_time_now
 from .ids import is_id
 from .model import Job
+from .record import Record, _draft, _seal
 from .safeio import private_dir_fd, replace_in
 from .slots import iso, parse_slot_id, slot_id
 
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
+    from typing import Any
     import subprocess  # imported where used: a purge is rare
 
 ENVELOPE_VERSION = 1
@@ -126,19 +127,34 @@ def wait_purged(timeout: float | None = None) -> None:
     _reap()
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Record):
+    __slots__ = ("name", "path", "job_id")
     name: str  # file name in the slot directory
     path: Path
     job_id: str | None  # the id the file name carries (<id>.json), if it looks like one
 
+    def __new__(cls, name: str, path: Path, job_id: str | None) -> Entry:
+        s = _draft(cls)
+        s.name = name
+        s.path = path
+        s.job_id = job_id
+        return _seal(s, cls)
 
-@dataclass(frozen=True)
-class Rejected:
+
+class Rejected(Record):
     """A file set aside in ``rejected/<slot>/``, and why (its ``.reason`` note)."""
+
+    __slots__ = ("path", "slot", "reason")
     path: Path
     slot: str
     reason: str | None
+
+    def __new__(cls, path: Path, slot: str, reason: str | None) -> Rejected:
+        s = _draft(cls)
+        s.path = path
+        s.slot = slot
+        s.reason = reason
+        return _seal(s, cls)
 
 
 REASON_LIMIT = 4096  # bytes of a .reason note read back

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
 
@@ -23,7 +23,7 @@ from .store.base import Store
 from .store.portable import HISTORY_KEYS, TIME_KEYS
 
 FORMAT = "awty-export/1"
-_JOB_FIELDS = tuple(f.name for f in fields(Job))
+_JOB_FIELDS = Job._fields
 _JOB_TIMES = ("first_check_at", "next_check_at", "created_at", "updated_at", "lease_until",
               "started_at")
 
@@ -76,8 +76,8 @@ def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str]) 
 
 
 def as_pending(job: Job) -> Job:
-    return replace(job, status=Status.PENDING, lease_owner=None, lease_until=None,
-                   started_at=None)
+    return job.replace(status=Status.PENDING, lease_owner=None, lease_until=None,
+                       started_at=None)
 
 
 # --- lines <-> records -----------------------------------------------------------------------

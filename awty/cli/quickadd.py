@@ -10,7 +10,10 @@ usage errors are exactly the app's. The command's body (``addjob.run_add``) is s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from typing import Any
 
 # option -> run_add's parameter; each takes a value
 _VALUED = {"--at": "at", "--in": "in_", "--payload": "payload", "--entity": "entity",

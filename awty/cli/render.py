@@ -7,12 +7,13 @@ import json
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 from ..model import Execution, HistoryRow, Job
 from ..slots import iso, slot_id
 
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
+    from typing import Any
     from .tables import Col
 
 _SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key")

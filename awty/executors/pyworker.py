@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -25,18 +24,19 @@ from awty.wire import PY_TARGET
 TARGET = PY_TARGET  # the one rule, shared with add
 MESSAGE_LIMIT = 4000  # characters of an exception message sent back (the executor cuts more)
 
-_DATETIME_FIELDS = frozenset(f.name for f in fields(Job) if "datetime" in str(f.type))
+_DATETIME_FIELDS = frozenset(("first_check_at", "next_check_at", "created_at", "updated_at",
+                              "lease_until", "started_at"))
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in fields(Job):
-        value = getattr(job, f.name)
+    for name in Job._fields:
+        value = getattr(job, name)
         if isinstance(value, datetime):
             value = value.isoformat()
         elif isinstance(value, Kind | Status):
             value = value.value
-        out[f.name] = value
+        out[name] = value
     return out
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
 
 from ..model import Job, Kind
 from ..slots import from_iso, iso
+
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from typing import Any
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 
 from ..errors import Conflict, JobNotFound
@@ -145,7 +144,7 @@ def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
     if key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
                          (key,)).fetchone():
         key = None  # another live job took the key since; keep the retry keyless
-    job = replace(old, next_check_at=next_check_at, check_count=0, attempt=0,
+    job = old.replace(next_check_at=next_check_at, check_count=0, attempt=0,
                   status=Status.PENDING, idempotency_key=key, updated_at=now,
                   lease_owner=None, lease_until=None, last_error=None, started_at=None)
     c.execute(INSERT_JOB, job_to_row(job, h[1]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import replace
+from awty.record import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
