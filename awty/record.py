@@ -38,9 +38,12 @@ class Record:
         if cls.__dict__.get("_is_draft"):
             return
         cls._fields = tuple(cls.__dict__.get("__slots__", ()))
+        # Both, or neither: they share one type slot, and a Python __delattr__ left on the twin
+        # would route every assignment through Python (1.0 instead of 0.2 µs for 8 fields).
         cls._draft = type(f"_{cls.__name__}Draft", (cls,),
-                          {"__slots__": (), "_is_draft": True,
-                           "__setattr__": object.__setattr__, "__module__": cls.__module__})
+                          {"__slots__": (), "_is_draft": True, "__module__": cls.__module__,
+                           "__setattr__": object.__setattr__,
+                           "__delattr__": object.__delattr__})
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise ReadOnlyError(f"cannot assign to field {name!r}: {type(self).__name__} is "

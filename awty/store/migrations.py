@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _m001_initial(db) -> None:
@@ -120,8 +120,19 @@ def _m005_slot_entity_index(db) -> None:
                "(next_check_at, entity_name, entity_key) WHERE entity_name IS NOT NULL")
 
 
+def _m006_started_marks(db) -> None:
+    # ``Store.start`` marks a chunk of claims as started just before they are sent. As a column
+    # of future_job, that rewrote each started job's whole row (payload and all) and its commit
+    # wrote those pages to the WAL once more: ~9 µs a callback, a fifth of the store's work.
+    # A mark here is ~40 bytes in a small table; it counts only while its owner still holds the
+    # job's lease (a stale one, of a claim given back or taken over, is ignored, and removed
+    # when the job ends).
+    db.execute("CREATE TABLE job_started (id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+               "at TEXT NOT NULL) WITHOUT ROWID")
+
+
 MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index,
-              _m005_slot_entity_index]
+              _m005_slot_entity_index, _m006_started_marks]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

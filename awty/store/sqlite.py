@@ -26,11 +26,11 @@ from ..slots import from_iso, iso
 from . import migrations, sqlite_portable, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
 from .sqlite_rows import (
-    INSERT_EXECUTION, INSERT_HISTORY, RETURNING_JOB, SELECT_EXECUTION, SELECT_JOB,
-    entity_filters, execution_to_row, job_filters, row_to_execution, row_to_history, row_to_job,
-    translate, where,
+    EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, RETURNING_CLAIMED, SELECT_EXECUTION,
+    SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many, job_filters,
+    row_to_execution, row_to_history, row_to_job, translate, where,
 )
-from .sqlite_write import ERROR_CHARS, add_jobs, end_rows, retry_job
+from .sqlite_write import ERROR_CHARS, add_jobs, end_rows, forget_started, retry_job
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
@@ -43,7 +43,11 @@ _CLAIMABLE = ("(status = 'pending' OR ((lease_until IS NULL OR lease_until <= ?)
               "(SELECT value FROM json_each(?))))")
 _CLAIM = ("UPDATE future_job SET status = 'in_flight', lease_owner = ?, lease_until = ?, "
           "started_at = NULL, updated_at = ? WHERE id IN (SELECT id FROM future_job WHERE {} "
-          "ORDER BY next_check_at, id LIMIT ?)" + RETURNING_JOB)
+          "ORDER BY next_check_at, id LIMIT ?)" + RETURNING_CLAIMED)
+# The ids given (a JSON list) that ``owner`` holds: one row, one step of SQLite's (a row per id
+# would hand the GIL back and forth once per job while the event loop sends).
+_OWNED = ("SELECT json_group_array(id) FROM future_job WHERE id IN "
+          "(SELECT value FROM json_each(?)) AND lease_owner = ?")
 _TO_PENDING = ("status = 'pending', lease_owner = NULL, lease_until = NULL, started_at = NULL, "
                "updated_at = ?")
 
@@ -62,6 +66,10 @@ def open_db_file(path: Path) -> None:
 
 def _ids_json(ids: Iterable[str]) -> str:
     return json.dumps(list(ids))
+
+
+def _slot_order(r: tuple) -> tuple[str, str]:
+    return r[8], r[0]  # a claimed row's (next_check_at, id)
 
 
 class SQLiteStore:
@@ -328,18 +336,19 @@ class SQLiteStore:
             rows = c.execute(_CLAIM.format(f"{cond} AND {_CLAIMABLE}"),
                              [owner, iso(lease_until), iso(now), *params, iso(now), owner,
                               live, limit]).fetchall()
-        jobs = [row_to_job(r) for r in rows]
-        jobs.sort(key=lambda j: (j.next_check_at, j.id))
-        return jobs
+        rows.sort(key=_slot_order)  # RETURNING's order is the table's; ISO text sorts as time
+        times: dict[str, datetime] = {}
+        return [claimed_job(r, times, owner, lease_until, now) for r in rows]
 
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
         if not ids:
             return []
         with self._write() as c:
-            kept = {r[0] for r in c.execute(
-                "UPDATE future_job SET started_at = ? WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND status = 'in_flight' AND lease_owner = ? RETURNING id",
-                (iso(now), _ids_json(ids), owner))}
+            (kept_json,) = c.execute(_OWNED + " AND status = 'in_flight'",
+                                     (_ids_json(ids), owner)).fetchone()
+            c.execute("INSERT OR REPLACE INTO job_started (id, owner, at) "
+                      "SELECT value, ?, ? FROM json_each(?)", (owner, iso(now), kept_json))
+        kept = set(json.loads(kept_json))
         return [i for i in ids if i in kept]
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
@@ -347,13 +356,13 @@ class SQLiteStore:
         if not decisions and not executions:
             return []
         with self._write() as c:
-            owned = {r[0] for r in c.execute(
-                "SELECT id FROM future_job WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND lease_owner = ?",
-                (_ids_json({d.job.id for d in decisions} | {e.job_id for e in executions}),
-                 owner))}
+            (owned_json,) = c.execute(_OWNED, (
+                _ids_json({d.job.id for d in decisions} | {e.job_id for e in executions}),
+                owner)).fetchone()
+            owned = set(json.loads(owned_json))
             applied = [d for d in decisions if d.job.id in owned]
             end_rows(c, [d for d in applied if isinstance(d, End)], now)
+            forget_started(c, [d.job.id for d in applied if isinstance(d, Reslot)])
             stamp = iso(now)
             c.executemany(
                 "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
@@ -362,8 +371,8 @@ class SQLiteStore:
                   (m.error or (m.result.error if m.result else None) or "")[:ERROR_CHARS] or None,
                   m.result.status if m.result else None, m.job.id)
                  for m in applied if isinstance(m, Reslot)])
-            c.executemany(INSERT_EXECUTION,
-                          [execution_to_row(e) for e in executions if e.job_id in owned])
+            insert_many(c, EXECUTION_HEAD, len(EXECUTION_COLUMNS),
+                        [execution_to_row(e) for e in executions if e.job_id in owned])
         return applied
 
     def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:

@@ -3,6 +3,7 @@ adding with idempotency keys, ending jobs into history, re-arming an ended job."
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -12,13 +13,8 @@ from ..model import Added, End, Job, Outcome, Status
 from ..slots import iso
 from .jobdict import job_from_json, job_to_json, payload_only_json
 from .sqlite_rows import (
-    FINGERPRINT,
-    INSERT_HISTORY,
-    INSERT_JOB,
-    SELECT_JOB,
-    job_to_row,
-    opt_iso,
-    row_to_job,
+    FINGERPRINT, HISTORY_COLUMNS, HISTORY_HEAD, INSERT_JOB, SELECT_JOB, insert_many, job_to_row,
+    opt_iso, row_to_job,
 )
 
 ERROR_CHARS = 2000
@@ -117,14 +113,23 @@ def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime) -> None:
             job_to_json(j) if e.outcome in REARMABLE or j.idempotency_key
             else payload_only_json(j),
         ))
-    c.executemany(INSERT_HISTORY, rows)
+    insert_many(c, HISTORY_HEAD, len(HISTORY_COLUMNS), rows)
     # Fingerprints follow the job into history, for idempotency after it ended.
     c.executemany(
         "UPDATE job_history SET fingerprint = (SELECT fingerprint FROM future_job "
         "WHERE future_job.id = job_history.id) WHERE seq = (SELECT max(seq) FROM "
         "job_history WHERE id = ?) AND idempotency_key IS NOT NULL",
         [(e.job.id,) for e in ends if e.job.idempotency_key])
-    c.executemany("DELETE FROM future_job WHERE id = ?", [(e.job.id,) for e in ends])
+    ids = json.dumps([e.job.id for e in ends])
+    c.execute("DELETE FROM future_job WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+    c.execute("DELETE FROM job_started WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+
+
+def forget_started(c: sqlite3.Connection, ids: list[str]) -> None:
+    """These jobs are pending again: their start marks go (stale, they would be ignored)."""
+    if ids:
+        c.execute("DELETE FROM job_started WHERE id IN (SELECT value FROM json_each(?))",
+                  (json.dumps(ids),))
 
 
 def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
