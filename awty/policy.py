@@ -41,9 +41,11 @@ def limits(job: Job, s: Settings) -> Limits:
 
 def decide(job: Job, result: Result, now: datetime, s: Settings,
            lateness: float | None = None) -> Decision:
+    a = result.answer
+    if a is Answer.DONE and not result.deferred:  # nearly every callback: no limits to read
+        return End(job, Outcome.DONE, _ok_reason(job, result), result, lateness)
     lim = limits(job, s)
     max_checks, horizon, max_attempts = lim.max_checks, lim.horizon, lim.max_attempts
-    a = result.answer
     if result.deferred:
         return Reslot(job, next_slot_after(now, s.resolution), job.check_count, job.attempt,
                       result, result.error)

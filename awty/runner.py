@@ -38,11 +38,12 @@ from .model import (
     RunSummary,
     SlotSummary,
 )
-from .policy import decide, limits, misfired, quick_retry_delay
+from .policy import decide, misfired, quick_retry_delay
 from .reconcile import Reconciler
 from .record import Record, _draft, _seal
 from .slotdir import SlotTree
-from .slotrun import SlotRun
+from .executors.base import submit
+from .slotrun import Done, SlotRun
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
 
@@ -202,10 +203,10 @@ class Runner:
             ids, store=self.store, clock=self.clock, settings=self.s,
             slot=current_slot(self.clock.now(), self.s.resolution), owner=owner,
             summary=summary,
-            # the job's own slot: what the receiver, AWTY_SLOT and history call it
-            execute=lambda job, out: self._execute(job, job.next_check_at, opts, executors, out),
+            # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
+            execute=Executing(self, None, opts, executors),
             recorded=lambda applied: self._recorded_ids(applied, summary),
-            on_job=lambda job_id: self.on_event("job", {"id": job_id}))
+            on_job=self._on_job())
 
         async def drive() -> None:
             try:
@@ -289,9 +290,9 @@ class Runner:
         run = SlotRun(
             store=self.store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
             owner=owner, summary=summary,
-            execute=lambda job, out: self._execute(job, slot, opts, executors, out),
+            execute=Executing(self, slot, opts, executors),
             recorded=lambda applied: self._apply_files(applied, summary),
-            on_job=lambda job_id: self.on_event("job", {"id": job_id}), prepare=prepare,
+            on_job=self._on_job(), prepare=prepare,
             warm=_warm_http)
         try:
             await run.run()
@@ -299,35 +300,12 @@ class Runner:
             for ex in executors.values():
                 await ex.close()
 
-    async def _execute(self, job: Job, slot: datetime, opts: RunOptions,
-                       executors: dict[Kind, Any], events: list[Execution]) -> Decision:
-        s = self.s
-        now = self.clock.now()
-        lateness = (now - job.next_check_at).total_seconds()
-        if misfired(job, now, s, opts.misfire_grace, opts.misfire):
-            return End(job, Outcome.EXPIRED, "misfired", None, lateness)
-        executor = executors.get(job.kind) or self._executor(job.kind, executors)
-        timeout = limits(job, s).timeout
-        sid = slot_id(slot)
-        quick = 0
-        while True:
-            attempt = Attempt(slot=sid, check=job.check_count + 1, attempt=job.attempt + 1,
-                              timeout=timeout)
-            started = self.clock.now()
-            result: Result = await executor.run(job, attempt)
-            if not result.deferred:
-                events.append(Execution(
-                    job.id, started, sid, attempt.check, attempt.attempt, result.answer,
-                    result.status, round(result.duration * 1000, 3),
-                    round((started - job.next_check_at).total_seconds() * 1000, 3),
-                    (result.error or None) and result.error[:500]))
-            delay = quick_retry_delay(job, result, s, quick)
-            if delay is None:
-                break
-            await asyncio.sleep(delay)
-            quick += 1
-            job = job.replace(attempt=job.attempt + 1)
-        return decide(job, result, self.clock.now(), s, lateness)
+    def _on_job(self) -> Callable[[str], None] | None:
+        """What each executed job is reported to: nothing unless someone watches (a progress
+        bar), so that an unwatched run builds no event per job."""
+        if not self._watched:
+            return None
+        return lambda job_id: self.on_event("job", {"id": job_id})
 
     def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
         ex: Executor
@@ -441,6 +419,105 @@ class Runner:
         log.info(f"slot {summary.slot}: ran {summary.ran} in {summary.seconds:.2f}s {outcomes} "
                  f"rechecked={summary.rechecked} retried={summary.retried} "
                  f"deferred={summary.deferred}")
+
+
+class Executing:
+    """How a run executes one job: misfire check, attempts (a quick retry or two within the
+    run), an execution event per attempt, then the decision, reported to ``done`` (see
+    ``slotrun.Execute``). What is the same for every job of the run is worked out once, here:
+    this runs once per callback, in callbacks of the loop (no task per job)."""
+
+    __slots__ = ("runner", "s", "clock", "slot", "sid", "opts", "skip", "executors", "loop")
+
+    def __init__(self, runner: Runner, slot: datetime | None, opts: RunOptions,
+                 executors: dict[Kind, Any]):
+        self.runner = runner
+        self.s = runner.s
+        self.clock = runner.clock
+        self.slot = slot  # None: each job's own slot (``awty run ID``)
+        self.sid = slot_id(slot) if slot is not None else None
+        self.opts = opts
+        self.skip = (opts.misfire or self.s.misfire) == MisfirePolicy.SKIP
+        self.executors = executors
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def __call__(self, job: Job, events: list[Execution], done: Done) -> None:
+        loop = self.loop
+        if loop is None:
+            loop = self.loop = asyncio.get_running_loop()
+        try:
+            s = self.s
+            now = self.clock.now()
+            lateness = (now - job.next_check_at).total_seconds()
+            if self.skip and misfired(job, now, s, self.opts.misfire_grace, self.opts.misfire):
+                loop.call_soon(done, job, End(job, Outcome.EXPIRED, "misfired", None, lateness))
+                return
+            executor = self.executors.get(job.kind) or self.runner._executor(job.kind,
+                                                                             self.executors)
+            timeout = job.timeout if job.timeout is not None else s.timeout
+            _Attempts(self, job, events, done, executor, lateness,
+                      self.sid or slot_id(job.next_check_at), timeout).go(now)
+        except BaseException as e:  # a bug: the run stops, the job is left to its lease
+            loop.call_soon(done, job, e)
+
+
+class _Attempts:
+    """One job's attempts in one run (the first, and quick retries)."""
+
+    __slots__ = ("x", "job", "first", "events", "done", "executor", "lateness", "sid",
+                 "timeout", "started", "attempt", "quick")
+
+    def __init__(self, x: Executing, job: Job, events: list[Execution], done: Done,
+                 executor: Any, lateness: float, sid: str, timeout: float):
+        self.x = x
+        self.job = self.first = job
+        self.events = events
+        self.done = done
+        self.executor = executor
+        self.lateness = lateness
+        self.sid = sid
+        self.timeout = timeout
+        self.quick = 0
+
+    def go(self, started: datetime) -> None:
+        job = self.job
+        self.started = started
+        self.attempt = attempt = Attempt(self.sid, job.check_count + 1, job.attempt + 1,
+                                         self.timeout)
+        submit(self.executor, job, attempt, self.answered)
+
+    def again(self) -> None:
+        try:
+            self.go(self.x.clock.now())
+        except BaseException as e:
+            self.done(self.first, e)
+
+    def answered(self, result: Result | BaseException) -> None:
+        if isinstance(result, BaseException):  # the executor broke: the run stops
+            self.done(self.first, result)
+            return
+        try:
+            job, x = self.job, self.x
+            if not result.deferred:
+                attempt, started = self.attempt, self.started
+                self.events.append(Execution(
+                    job.id, started, self.sid, attempt.check, attempt.attempt, result.answer,
+                    result.status, round(result.duration * 1000, 3),
+                    round((started - job.next_check_at).total_seconds() * 1000, 3),
+                    (result.error or None) and result.error[:500]))
+            if result.answer is Answer.RETRY:
+                delay = quick_retry_delay(job, result, x.s, self.quick)
+                if delay is not None:
+                    self.quick += 1
+                    self.job = job.replace(attempt=job.attempt + 1)
+                    assert x.loop is not None
+                    x.loop.call_later(delay, self.again)
+                    return
+            decision = decide(job, result, x.clock.now(), x.s, self.lateness)
+        except BaseException as e:  # a bug: the run stops, the job is left to its lease
+            self.done(self.first, e)
+            return
+        self.done(self.first, decision)
 
 
 def _tree_op(trouble: list[OSError], op: Callable[..., object], *args: object) -> None:

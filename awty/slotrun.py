@@ -32,7 +32,7 @@ import math
 import signal
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from time import monotonic
@@ -43,7 +43,11 @@ from .errors import AwtyError, Busy, Interrupted
 from .model import Decision, Execution, Job, SlotSummary
 from .store.base import Store
 
-Execute = Callable[[Job, list[Execution]], Awaitable[Decision]]
+# execute(job, events, done): start executing ``job`` (its executions appended to ``events``);
+# done(job, outcome) comes once, from a callback of the loop, with its Decision, or with the
+# exception that broke the runner (a bug: the run stops, the job is left to its lease).
+Done = Callable[[Job, "Decision | BaseException"], None]
+Execute = Callable[[Job, list[Execution], Done], None]
 FLUSH_EVERY = 0.25  # seconds: the longest a recorded-in-memory decision waits for its write
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 PREPARE_AFTER = 0.05  # seconds after the first chunk is started: reconcile at the latest then
@@ -59,7 +63,7 @@ class SlotRun:
     def __init__(self, *, store: Store, clock: Clock, settings: Settings, slot: datetime,
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
                  execute: Execute, recorded: Callable[[list[Decision]], None],
-                 on_job: Callable[[str], None] = lambda job_id: None,
+                 on_job: Callable[[str], None] | None = None,
                  prepare: Callable[[set[str]], None] | None = None,
                  warm: Callable[[], None] | None = None):
         self.store = store
@@ -92,6 +96,11 @@ class SlotRun:
         self.decisions: list[Decision] = []
         self.executions: list[Execution] = []
         self.writes: list[asyncio.Future] = []
+        self.limit = max(1, settings.concurrency)  # jobs in flight at most
+        self.inflight = 0
+        self.pumping = False
+        self.halted = False  # stopped (a signal) or broken: nothing more is sent
+        self.finished: asyncio.Future | None = None
         self.claiming: asyncio.Future | None = None
         self.starting: asyncio.Future | None = None
         self.starting_jobs: list[Job] = []
@@ -143,6 +152,8 @@ class SlotRun:
         if self.stopped_by is None:
             self.stopped_by = signum
         self.exhausted = True
+        self.halted = True
+        self._pump()
 
     def _fail(self, error: BaseException | None) -> None:
         self.exhausted = True
@@ -168,10 +179,11 @@ class SlotRun:
 
     def _claimed(self, fut: asyncio.Future) -> None:
         if self.claiming is not fut:
-            return  # handed over already (by a worker that awaited it, or its callback)
+            return  # handed over already
         self.claiming = None
         if fut.cancelled() or fut.exception() is not None:
             self._fail(None if fut.cancelled() else fut.exception())
+            self._pump()
             return
         jobs = fut.result()
         if not jobs:
@@ -182,6 +194,7 @@ class SlotRun:
         self.queue.extend(jobs)
         if jobs and not self.exhausted and len(self.ready) < self.chunk:
             self._kick_start()  # the next chunk is started while the one in hand is sent
+        self._pump()
 
     def _kick_start(self) -> asyncio.Future | None:
         if self.starting is None and self.queue and self.error is None:
@@ -200,12 +213,14 @@ class SlotRun:
         if fut.cancelled() or fut.exception() is not None:
             self.queue.extendleft(reversed(self.starting_jobs))  # never sent: released at the end
             self._fail(None if fut.cancelled() else fut.exception())
+            self._pump()
             return
         self.ready.extend(fut.result())
         if self.preparing is None and self.prepare is not None:
             # Reconcile once the first callback is back, or after PREPARE_AFTER: started
             # at once, its Python would hold the GIL while the first requests go out.
             self.loop.call_later(PREPARE_AFTER, self._prepare_due)
+        self._pump()
 
     def _release_hold(self) -> None:
         """Queue the claim held back since the start, ahead of reconciling: the sending goes
@@ -226,47 +241,61 @@ class SlotRun:
             self.decisions.clear()
             self.executions.clear()
 
-    async def _wait(self, fut: asyncio.Future, handover: Callable[[asyncio.Future], None]) -> bool:
-        """Await a claim or a start; False when it failed (stop this worker: what is in hand
-        is finished, and the error raised once the results are written)."""
+    def _pump(self) -> None:
+        """Start ready jobs while fewer than ``concurrency`` are in flight; when none are
+        ready, start the next chunk or claim the next batch; notice the end of the run. Called
+        after every change that can let a job start or the run end: no task waits per job."""
+        if self.pumping or self.loop is None:
+            return  # a job that ended at once, reported from inside this loop
+        self.pumping = True
         try:
-            await fut
-        except AwtyError:
-            handover(fut)
-            return False
-        # Awaiting a future that is already done does not yield, so its done callback may not
-        # have run yet: hand the jobs over here, or the worker spins.
-        handover(fut)
-        return True
-
-    async def worker(self) -> None:
-        while True:
-            if self.stopped_by is not None:
-                return
-            if self.ready:
-                job = self.ready.popleft()
-                if len(self.ready) < self.chunk:
+            ready = self.ready
+            while ready and self.inflight < self.limit and not self.halted:
+                job = ready.popleft()
+                if len(ready) < self.chunk:
                     self._kick_start()  # the next chunk is started while this one is sent
-                decision = await self.execute(job, self.executions)
-                if self.holding:
-                    self._release_hold()
-                self.decisions.append(decision)
-                if self.preparing is None:
-                    self._kick_prepare()
+                self.inflight += 1
+                self.execute(job, self.executions, self._done)
+            if not ready and not self.halted and self.inflight < self.limit:
+                # room to send and nothing ready (a worker idle, in a runner with tasks)
+                if self._kick_start() is None:
+                    self._kick_claim()
+        finally:
+            self.pumping = False
+        self._check_end()
+
+    def _check_end(self) -> None:
+        """The run is over when nothing is in flight and either it was halted, or nothing is
+        left to send: no claim or start under way, nothing started and unsent, the slot empty
+        (or a claim or start failed: what was not started then waits for the next run)."""
+        if self.inflight or self.finished is None or self.finished.done():
+            return
+        if not self.halted:
+            if self.ready or self.claiming is not None or self.starting is not None:
+                return
+            if not self.exhausted or (self.queue and self.error is None):
+                return
+        self.finished.set_result(None)
+
+    def _done(self, job: Job, outcome: Decision | BaseException) -> None:
+        """A job's execution ended (see ``Execute``)."""
+        self.inflight -= 1
+        try:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if self.holding:
+                self._release_hold()
+            self.decisions.append(outcome)
+            if self.preparing is None:
+                self._kick_prepare()
+            if self.on_job is not None:
                 self.on_job(job.id)
-                if len(self.decisions) >= self.s.batch_size:
-                    self.flush()
-                continue
-            fut = self._kick_start()
-            if fut is not None:
-                if not await self._wait(fut, self._started):
-                    return
-                continue
-            fut = self._kick_claim()
-            if fut is None:
-                return
-            if not await self._wait(fut, self._claimed):
-                return
+            if len(self.decisions) >= self.s.batch_size:
+                self.flush()
+        except BaseException as e:  # the runner is broken: send nothing more, stop
+            self._fail(e)
+            self.halted = True
+        self._pump()
 
     async def _flush_often(self) -> None:
         while True:
@@ -290,10 +319,11 @@ class SlotRun:
         caught = self._catch_signals()
         flusher = asyncio.ensure_future(self._flush_often())
         try:
+            self.finished = self.loop.create_future()
             self._kick_claim()
             if self.warm is not None:
                 self.warm()
-            await asyncio.gather(*(self.worker() for _ in range(max(1, self.s.concurrency))))
+            await self.finished
             flusher.cancel()
             self.flush()
             if self._kick_prepare() is not None:  # stopped or failed before it was queued

@@ -13,7 +13,9 @@ Contract:
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -25,6 +27,31 @@ class Executor(Protocol):
     async def run(self, job: Job, attempt: Attempt) -> Result: ...
 
     async def close(self) -> None: ...
+
+
+# done(outcome) of ``submit``: the attempt's Result, or the exception that broke the executor
+# (a bug: the runner stops the run and leaves the job to its lease).
+Answered = Callable[["Result | BaseException"], None]
+
+
+def submit(executor: Any, job: Job, attempt: Attempt, done: Answered) -> None:
+    """Start one attempt; ``done`` is called once, from a callback of the running loop, never
+    from inside this call. An executor with a ``submit`` of its own (http: no task per
+    callback) is asked directly; any other runs its ``run`` in a task."""
+    own = getattr(executor, "submit", None)
+    if own is not None:
+        own(job, attempt, done)
+        return
+    task = asyncio.ensure_future(executor.run(job, attempt))
+
+    def finished(t: asyncio.Future[Result]) -> None:
+        if t.cancelled():
+            done(asyncio.CancelledError())
+        else:
+            e = t.exception()
+            done(e if e is not None else t.result())
+
+    task.add_done_callback(finished)
 
 
 def recheck_from(data: Any, now: datetime) -> datetime | None:

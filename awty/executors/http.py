@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections import deque
 import socket
 import ssl
 import time
@@ -39,7 +40,7 @@ from ..config import Settings
 from ..errors import InvalidInput
 from ..model import Answer, Attempt, Job, Result
 from ..slots import iso
-from .base import recheck_from_text, truncate
+from .base import Answered, recheck_from_text, truncate
 from .breaker import HOST_WIDE, Breaker
 from .proxy import Proxies, Proxy, ProxyError, open_tunnel
 
@@ -89,20 +90,26 @@ def _describe_lost(got_bytes: bool, exc: BaseException | None) -> str:
 
 
 class _Conn(asyncio.Protocol):
-    """One HTTP/1.1 client connection: one request at a time, response via httptools."""
+    """One HTTP/1.1 client connection: one request at a time, its response parsed by httptools.
+    ``send`` writes a request; the answer (or why there is none) comes back through
+    ``on_answer(conn, error)`` exactly once, from a callback of the loop: no future and no
+    task per request."""
 
-    __slots__ = ("transport", "parser", "waiter", "closed", "got_bytes", "headers_done",
+    __slots__ = ("transport", "parser", "pending", "closed", "got_bytes", "headers_done",
                  "status", "retry_after", "chunks", "size", "cap", "truncated", "keep_alive",
-                 "head_size",
-                 "on_lost")
+                 "head_size", "on_lost", "on_answer", "pool", "current")
 
-    def __init__(self, cap: int, on_lost: Callable[[_Conn], None]):
+    def __init__(self, cap: int, on_lost: Callable[[_Conn], None],
+                 on_answer: Callable[[_Conn, BaseException | None], None]):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.waiter: asyncio.Future[None] | None = None
+        self.pending = False  # a request was written and its answer is awaited
         self.closed = False
         self.cap = cap
         self.on_lost = on_lost
+        self.on_answer = on_answer
+        self.pool: _Pool | None = None
+        self.current: _Try | None = None  # the attempt whose request is on this connection
         self._reset()
 
     def _reset(self) -> None:
@@ -116,13 +123,17 @@ class _Conn(asyncio.Protocol):
         self.truncated = False
         self.keep_alive = False
 
+    def _answer(self, error: BaseException | None) -> None:
+        if self.pending:
+            self.pending = False
+            self.on_answer(self, error)
+
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        w = self.waiter
-        if w is None or w.done():
+        if not self.pending:
             # Bytes nobody asked for (or the tail of a response we stopped reading): this
             # connection's framing can no longer be trusted.
             self.closed = True
@@ -134,9 +145,8 @@ class _Conn(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self._fail(_BadResponse("unexpected protocol upgrade"))
         except httptools.HttpParserError as e:
-            if not w.done():
-                self._fail(_BadResponse(f"malformed HTTP response ({e})"))
-        if not self.headers_done and not w.done():
+            self._fail(_BadResponse(f"malformed HTTP response ({e})"))
+        if not self.headers_done and self.pending:
             self.head_size += len(data)
             if self.head_size > MAX_HEAD_BYTES:
                 self._fail(_BadResponse(f"response headers over {MAX_HEAD_BYTES} bytes"))
@@ -144,13 +154,12 @@ class _Conn(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.on_lost(self)
-        w = self.waiter
-        if w is not None and not w.done():
+        if self.pending:
             if self.headers_done:  # a body delimited by the connection's end, or cut short
                 self.keep_alive = False
-                w.set_result(None)
+                self._answer(None)
             else:
-                w.set_exception(_Closed(self.got_bytes, exc))
+                self._answer(_Closed(self.got_bytes, exc))
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -171,9 +180,7 @@ class _Conn(asyncio.Protocol):
             self.size = self.cap
             self.truncated = True
             self.keep_alive = False
-            w = self.waiter
-            if w is not None and not w.done():
-                w.set_result(None)
+            self._answer(None)
             return
         self.chunks.append(body)
         self.size += len(body)
@@ -188,23 +195,23 @@ class _Conn(asyncio.Protocol):
         if self.truncated:
             return
         self.keep_alive = self.parser.should_keep_alive()
-        w = self.waiter
-        if w is not None and not w.done():
-            w.set_result(None)
+        self._answer(None)
 
     # client side
     def _fail(self, exc: BaseException) -> None:
-        w = self.waiter
-        if w is not None and not w.done():
-            w.set_exception(exc)
         self.closed = True
         self.transport.abort()  # type: ignore[union-attr]
+        self._answer(exc)
 
-    def send(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+    def expect(self) -> None:
+        """A request is about to be written: its answer is what comes next."""
         self._reset()
-        self.waiter = w = loop.create_future()
-        self.transport.write(data)  # type: ignore[union-attr]
-        return w
+        self.pending = True
+
+    def expire(self) -> None:
+        """The attempt's deadline passed while its answer was awaited."""
+        if self.pending:
+            self._fail(TimeoutError())
 
     def body(self) -> bytes:
         c = self.chunks
@@ -218,8 +225,12 @@ class _Conn(asyncio.Protocol):
 
 # --- per host and per target state -----------------------------------------------------------
 class _Pool:
-    __slots__ = ("key", "host", "port", "tls", "sni", "idle", "sem", "breaker", "addrs",
-                 "refusal", "dns_error", "resolving", "proxy")
+    """One host's connections, its turns (at most ``limit`` attempts at once) and its state.
+    An attempt without a turn waits in ``backlog``; a finished attempt hands its turn straight
+    to the next one there, whose request goes out in the same callback."""
+
+    __slots__ = ("key", "host", "port", "tls", "sni", "idle", "limit", "active", "backlog",
+                 "breaker", "addrs", "refusal", "dns_error", "resolving", "proxy")
 
     def __init__(self, key: tuple[str, str, int], host: str, sni: str, limit: int,
                  proxy: Proxy | None = None):
@@ -229,13 +240,32 @@ class _Pool:
         self.tls = key[0] == "https"
         self.sni = sni
         self.idle: list[_Conn] = []
-        self.sem = asyncio.Semaphore(limit)
+        self.limit = limit
+        self.active = 0  # attempts holding a turn (connecting, or awaiting an answer)
+        self.backlog: deque[_Try] = deque()
         self.breaker = Breaker()
         self.proxy = proxy
         self.addrs: list[tuple[int, tuple[Any, ...]]] | None = None
         self.refusal: str | None = None
         self.dns_error: str | None = None
         self.resolving: asyncio.Task[None] | None = None
+
+
+class _Try:
+    """One attempt of one job, from ``submit`` to its answer."""
+
+    __slots__ = ("job", "attempt", "t", "done", "t0", "deadline", "data", "timer", "reused")
+
+    def __init__(self, job: Job, attempt: Attempt, t: _Target, done: Answered):
+        self.job = job
+        self.attempt = attempt
+        self.t = t
+        self.done = done
+        self.t0 = 0.0  # monotonic, when its turn came (its duration counts from there)
+        self.deadline = 0.0  # the loop's clock
+        self.data = b""
+        self.timer: asyncio.TimerHandle | None = None
+        self.reused = False  # sent on a pooled connection (a stale one is retried once)
 
 
 class _Target:
@@ -316,35 +346,53 @@ class HttpExecutor:
         self._endpoints: dict[tuple[tuple[str, str, int], str], Breaker] = {}
         self._proxies = Proxies.from_env(os.environ if env is None else env)
         self._conns: set[_Conn] = set()
+        self._opening: set[asyncio.Task[None]] = set()  # attempts opening a connection
+        self._outbox: list[tuple[_Conn, bytes]] = []  # requests to write at the turn's end
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
 
     # -- public ---------------------------------------------------------------------------
     async def run(self, job: Job, attempt: Attempt) -> Result:
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._bind(loop)
+        """One attempt, awaited (``submit`` with a future)."""
+        fut: asyncio.Future[Result] = self._bound().create_future()
+
+        def done(outcome: Result | BaseException) -> None:
+            if not fut.done():
+                if isinstance(outcome, BaseException):
+                    fut.set_exception(outcome)
+                else:
+                    fut.set_result(outcome)
+
+        self.submit(job, attempt, done)
+        return await fut
+
+    def submit(self, job: Job, attempt: Attempt, done: Answered) -> None:
+        """Start one attempt; ``done`` is called once with its answer, from a callback of the
+        running loop (never from inside this call), or with the exception that broke this
+        executor (a bug). Never raises for the job's own failure. The attempt waits for a turn
+        of its host when ``per_host_concurrency`` of them are under way; its deadline counts
+        from its turn."""
+        loop = self._bound()
         t = self._targets.get(job.target)
         if t is None:
             t = self._target(job.target)
         if t.error is not None:
-            return Result(Answer.RETRY if t.retry else Answer.FAIL, error=t.error)
+            loop.call_soon(done, Result(Answer.RETRY if t.retry else Answer.FAIL, error=t.error))
+            return
         pool = t.pool
         assert pool is not None
         if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
-            return self._deferred(pool, t)
-        async with pool.sem:
-            if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
-                return self._deferred(pool, t)  # opened while this job waited its turn
-            t0 = _monotonic()
-            timeout = attempt.timeout
-            try:
-                async with asyncio.timeout(timeout):
-                    return await self._attempt(job, attempt, t, pool, loop, t0)
-            except TimeoutError:
-                self._failed(t, pool)
-                return Result(Answer.RETRY, error=f"timeout after {_seconds_text(timeout)}",
-                              duration=_monotonic() - t0)
+            loop.call_soon(done, self._deferred(pool, t))
+            return
+        a = _Try(job, attempt, t, done)
+        if pool.active < pool.limit:
+            pool.active += 1
+            result = self._begin(pool, a)
+            if result is not None:
+                self._release(pool)
+                loop.call_soon(done, result)
+        else:
+            pool.backlog.append(a)
 
     async def close(self) -> None:
         self._closed = True
@@ -352,12 +400,25 @@ class HttpExecutor:
             if pool.resolving is not None and not pool.resolving.done():
                 pool.resolving.cancel()
             pool.idle.clear()
+        for task in list(self._opening):
+            task.cancel()
         for conn in list(self._conns):
             conn.abort()
         self._conns.clear()
         await asyncio.sleep(0)  # let the transports finish closing their sockets
 
     # -- setup ----------------------------------------------------------------------------
+    def _bound(self) -> asyncio.AbstractEventLoop:
+        """The running loop, bound to. The loop bound last is the one running for as long as
+        it runs (asyncio.get_running_loop costs a getpid() system call per call on Python
+        3.11, which every callback would pay)."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            loop = asyncio.get_running_loop()
+            if loop is not self._loop:
+                self._bind(loop)
+        return loop
+
     def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """First use, or a new event loop: pooled state of another loop cannot be reused."""
         if self._loop is not None:
@@ -472,57 +533,143 @@ class HttpExecutor:
         except UnicodeEncodeError:
             return "a header of the job cannot be encoded as UTF-8"
 
-    async def _attempt(self, job: Job, attempt: Attempt, t: _Target, pool: _Pool,
-                       loop: asyncio.AbstractEventLoop, t0: float) -> Result:
-        data = self._request(job, attempt, t)
+    def _begin(self, pool: _Pool, a: _Try) -> Result | None:
+        """``a`` has a turn of ``pool``: send its request (or start opening a connection for
+        it). A Result when it ends at once, without using its turn."""
+        t = a.t
+        if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
+            return self._deferred(pool, t)  # opened while it waited its turn
+        a.t0 = _monotonic()
+        loop = self._loop
+        assert loop is not None
+        a.deadline = loop.time() + a.attempt.timeout
+        data = self._request(a.job, a.attempt, t)
         if data.__class__ is str:
-            return Result(Answer.FAIL, error=data, duration=_monotonic() - t0)
-        conn = None
+            return Result(Answer.FAIL, error=data, duration=_monotonic() - a.t0)
+        a.data = data  # type: ignore[assignment]
         idle = pool.idle
         while idle:
-            c = idle.pop()
-            if not c.closed and not c.transport.is_closing():  # type: ignore[union-attr]
-                conn = c
-                break
-            c.abort()
-        reused = conn is not None
-        if conn is None:
-            got = await self._connect(pool, loop, t0)
-            if got.__class__ is Result:
-                return got
-            conn = got  # type: ignore[assignment]
-        while True:
-            try:
-                await conn.send(data, loop)  # type: ignore[arg-type, union-attr]
-            except _Closed as e:
-                conn.abort()  # type: ignore[union-attr]
-                if reused and not e.got_bytes:
-                    # A pooled connection the server had already closed: try once more on a
-                    # fresh one, as if nothing happened.
-                    reused = False
-                    got = await self._connect(pool, loop, t0)
-                    if got.__class__ is Result:
-                        return got
-                    conn = got  # type: ignore[assignment]
-                    continue
-                self._failed(t, pool)
-                return Result(Answer.RETRY, error=str(e), duration=_monotonic() - t0)
-            except _BadResponse as e:
-                conn.abort()  # type: ignore[union-attr]
-                self._answered(t, pool)  # it answered something: the host is reachable
-                return Result(Answer.RETRY, error=str(e), duration=_monotonic() - t0)
-            except BaseException:
-                conn.abort()  # type: ignore[union-attr]
-                raise
-            break
-        c = conn  # type: ignore[assignment]
-        if c.keep_alive and not c.closed and not c.truncated and not self._closed:
-            c.waiter = None
-            idle.append(c)
+            conn = idle.pop()
+            if conn.closed or conn.transport.is_closing():  # type: ignore[union-attr]
+                conn.abort()
+                continue
+            a.reused = True
+            self._send(conn, pool, a)
+            return None
+        self._open(pool, a)
+        return None
+
+    def _send(self, conn: _Conn, pool: _Pool, a: _Try) -> None:
+        loop = self._loop
+        assert loop is not None
+        conn.pool = pool
+        conn.current = a
+        a.timer = loop.call_at(a.deadline, conn.expire)
+        conn.expect()
+        # Written with the others of this turn of the loop, once its callbacks are done: a
+        # write wakes a receiver that went to sleep (~15 µs a write here), a batch wakes it
+        # once. Requests written one at a time as each answer came cost twice as much.
+        out = self._outbox
+        out.append((conn, a.data))
+        if len(out) == 1:
+            loop.call_soon(self._write_out)
+
+    def _write_out(self) -> None:
+        out, self._outbox = self._outbox, []
+        for conn, data in out:
+            if conn.pending and not conn.closed:
+                conn.transport.write(data)  # type: ignore[union-attr]
+
+    def _on_answer(self, conn: _Conn, error: BaseException | None) -> None:
+        """The connection's answer to ``conn.current`` (or why there is none)."""
+        a, pool = conn.current, conn.pool
+        conn.current = None
+        assert a is not None and pool is not None
+        try:
+            self._answered_on(conn, error, a, pool)
+        except BaseException as e:  # a bug of ours: reported, never lost in the loop's log
+            conn.abort()
+            a.done(e)
+
+    def _answered_on(self, conn: _Conn, error: BaseException | None, a: _Try,
+                     pool: _Pool) -> None:
+        if a.timer is not None:
+            a.timer.cancel()
+        t = a.t
+        if error is None:
+            if conn.keep_alive and not conn.closed and not conn.truncated and not self._closed:
+                pool.idle.append(conn)
+            else:
+                conn.abort()
+            self._answered(t, pool)
+            result = self._answer(conn.status, conn.body(), conn.retry_after, conn.truncated,
+                                  _monotonic() - a.t0)
         else:
-            c.abort()
-        self._answered(t, pool)
-        return self._answer(c.status, c.body(), c.retry_after, c.truncated, _monotonic() - t0)
+            conn.abort()
+            if isinstance(error, _Closed) and a.reused and not error.got_bytes:
+                # A pooled connection the server had already closed: try once more on a
+                # fresh one, as if nothing happened.
+                a.reused = False
+                self._open(pool, a)
+                return
+            if isinstance(error, _BadResponse):
+                self._answered(t, pool)  # it answered something: the host is reachable
+            else:
+                self._failed(t, pool)
+            result = Result(Answer.RETRY, error=self._error_text(error, a),
+                            duration=_monotonic() - a.t0)
+        self._release(pool)  # the next request goes out first, then this answer is reported
+        a.done(result)
+
+    @staticmethod
+    def _error_text(error: BaseException, a: _Try) -> str:
+        if isinstance(error, TimeoutError):
+            return f"timeout after {_seconds_text(a.attempt.timeout)}"
+        return str(error)
+
+    def _release(self, pool: _Pool) -> None:
+        """A turn of ``pool`` is free: the next attempt waiting takes it (one that ends at once
+        is reported, and the turn goes on), else the pool has one turn less under way."""
+        backlog = pool.backlog
+        while backlog:
+            a = backlog.popleft()
+            result = self._begin(pool, a)
+            if result is None:
+                return
+            a.done(result)
+        pool.active -= 1
+
+    def _open(self, pool: _Pool, a: _Try) -> None:
+        loop = self._loop
+        assert loop is not None
+        task = loop.create_task(self._open_and_send(pool, a))
+        self._opening.add(task)
+        task.add_done_callback(self._opening.discard)
+
+    async def _open_and_send(self, pool: _Pool, a: _Try) -> None:
+        """A new connection for ``a`` (resolving, connecting, TLS, a proxy's tunnel: all
+        within its deadline), then its request on it."""
+        loop = self._loop
+        assert loop is not None
+        try:
+            async with asyncio.timeout_at(a.deadline):
+                got = await self._connect(pool, loop, a.t0)
+        except TimeoutError:
+            self._failed(a.t, pool)
+            got = Result(Answer.RETRY, error=self._error_text(TimeoutError(), a),
+                         duration=_monotonic() - a.t0)
+        except asyncio.CancelledError:  # the executor is closing
+            got = Result(Answer.RETRY, error="stopped before a connection was made",
+                         duration=_monotonic() - a.t0)
+        except BaseException as e:  # a bug of ours: reported, never lost in the loop's log
+            self._release(pool)
+            a.done(e)
+            return
+        if got.__class__ is Result:
+            self._release(pool)
+            a.done(got)
+            return
+        self._send(got, pool, a)  # type: ignore[arg-type]
 
     async def _connect(self, pool: _Pool, loop: asyncio.AbstractEventLoop,
                        t0: float) -> _Conn | Result:
@@ -604,7 +751,7 @@ class HttpExecutor:
         return [(f, a) for f, _t, _p, _n, a in infos if f in (socket.AF_INET, socket.AF_INET6)]
 
     def _factory(self) -> _Conn:
-        return _Conn(self._cap, self._conns.discard)
+        return _Conn(self._cap, self._conns.discard, self._on_answer)
 
     async def _resolve(self, pool: _Pool, loop: asyncio.AbstractEventLoop) -> None:
         """Once per host per executor: resolve, and check every address before any is used."""

@@ -26,7 +26,7 @@ from ..slots import from_iso, iso
 from . import migrations, sqlite_portable, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
 from .sqlite_rows import (
-    EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, RETURNING_CLAIMED, SELECT_EXECUTION,
+    CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, SELECT_EXECUTION,
     SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many, job_filters,
     row_to_execution, row_to_history, row_to_job, translate, where,
 )
@@ -41,9 +41,13 @@ if TYPE_CHECKING:
 _CLAIMABLE = ("(status = 'pending' OR ((lease_until IS NULL OR lease_until <= ?) "
               "AND lease_owner IS NOT ? AND coalesce(lease_owner, '') NOT IN "
               "(SELECT value FROM json_each(?))))")
-_CLAIM = ("UPDATE future_job SET status = 'in_flight', lease_owner = ?, lease_until = ?, "
-          "started_at = NULL, updated_at = ? WHERE id IN (SELECT id FROM future_job WHERE {} "
-          "ORDER BY next_check_at, id LIMIT ?)" + RETURNING_CLAIMED)
+# A claim reads its rows as one JSON document (one step of SQLite's, one hand-over of the
+# GIL, where a row at a time took one each while the event loop sends), then leases them.
+_CLAIM_READ = ("SELECT json_group_array(json_array(" + CLAIM_JSON + ")) FROM (SELECT * FROM "
+               "future_job WHERE {} ORDER BY next_check_at, id LIMIT ?)")
+_CLAIM_LEASE = ("UPDATE future_job SET status = 'in_flight', lease_owner = ?, lease_until = ?, "
+                "started_at = NULL, updated_at = ? WHERE id IN "
+                "(SELECT json_extract(value, '$[0]') FROM json_each(?))")
 # The ids given (a JSON list) that ``owner`` holds: one row, one step of SQLite's (a row per id
 # would hand the GIL back and forth once per job while the event loop sends).
 _OWNED = ("SELECT json_group_array(id) FROM future_job WHERE id IN "
@@ -66,10 +70,6 @@ def open_db_file(path: Path) -> None:
 
 def _ids_json(ids: Iterable[str]) -> str:
     return json.dumps(list(ids))
-
-
-def _slot_order(r: tuple) -> tuple[str, str]:
-    return r[8], r[0]  # a claimed row's (next_check_at, id)
 
 
 class SQLiteStore:
@@ -333,12 +333,11 @@ class SQLiteStore:
     def _claim(self, cond, params, now, owner, lease_until, limit) -> list[Job]:
         with self._write() as c:
             live = self._live_expired_owners(c, cond, params, now, owner)
-            rows = c.execute(_CLAIM.format(f"{cond} AND {_CLAIMABLE}"),
-                             [owner, iso(lease_until), iso(now), *params, iso(now), owner,
-                              live, limit]).fetchall()
-        rows.sort(key=_slot_order)  # RETURNING's order is the table's; ISO text sorts as time
+            (found,) = c.execute(_CLAIM_READ.format(f"{cond} AND {_CLAIMABLE}"),
+                                 [*params, iso(now), owner, live, limit]).fetchone()
+            c.execute(_CLAIM_LEASE, (owner, iso(lease_until), iso(now), found))
         times: dict[str, datetime] = {}
-        return [claimed_job(r, times, owner, lease_until, now) for r in rows]
+        return [claimed_job(r, times, owner, lease_until, now) for r in json.loads(found)]
 
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
         if not ids:

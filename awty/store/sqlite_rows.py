@@ -70,7 +70,10 @@ CLAIM_COLUMNS = ("id", "kind", "target", "payload", "headers", "entity_name", "e
                  "first_check_at", "next_check_at", "check_count", "attempt", "max_checks",
                  "horizon", "timeout", "max_attempts", "misfire_grace", "idempotency_key", "cwd",
                  "created_at", "last_error", "env")
-RETURNING_CLAIMED = " RETURNING " + ", ".join(CLAIM_COLUMNS)
+# As JSON values: REAL columns as exact text (JSON numbers keep only 15 digits).
+_REAL = ("horizon", "timeout", "misfire_grace")
+CLAIM_JSON = ", ".join(f"CASE WHEN {c} IS NULL THEN NULL ELSE printf('%!.17g', {c}) END"
+                      if c in _REAL else c for c in CLAIM_COLUMNS)
 
 
 def claimed_job(r: tuple, times: dict[str, datetime], owner: str, lease_until: datetime,
@@ -82,11 +85,15 @@ def claimed_job(r: tuple, times: dict[str, datetime], owner: str, lease_until: d
         r[0], _KINDS[r[1]], r[2], r[3], json.loads(r[4]) if r[4] else {}, r[5], r[6],
         times.get(first) or times.setdefault(first, from_iso(first)),
         times.get(slot) or times.setdefault(slot, from_iso(slot)), r[9], r[10],
-        Status.IN_FLIGHT, r[11], r[12], r[13], r[14], r[15], r[16], r[17],
+        Status.IN_FLIGHT, r[11], _real(r[12]), _real(r[13]), r[14], _real(r[15]), r[16], r[17],
         (times.get(created) or times.setdefault(created, from_iso(created))) if created
         else None, now, r[19], owner, lease_until, None,
         json.loads(r[20]) if r[20] is not None else None,
     )
+
+
+def _real(text: str | None) -> float | None:
+    return None if text is None else float(text)
 
 
 def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple]) -> None:
