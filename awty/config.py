@@ -63,6 +63,8 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("database_url", None, "several hosts: the PostgreSQL store instead of SQLite",
      '"postgresql://awty@db.example.com/awty"'),
     ("database_schema", "awty", "the PostgreSQL schema holding awty's tables", None),
+    ("store_process", "auto", "a run's store work in a process of its own: auto (big slots), "
+     "on, off", '"auto"'),
 )
 KEYS = tuple(f[0] for f in FIELDS)
 DEFAULTS: dict[str, Any] = {f[0]: f[1] for f in FIELDS}
@@ -103,6 +105,7 @@ class Settings(Record):
     exec_env: bool
     database_url: str | None
     database_schema: str
+    store_process: str
 
     def __new__(cls, *args: Any, **values: Any) -> Settings:
         if args:  # positional, in KEYS order (pickle, copy)
@@ -180,6 +183,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if s in ("0", "false", "no", "off", ""):
                 return False
             raise ValueError("must be true or false")
+        if key == "store_process":
+            s = str(value).strip().lower()
+            if s not in ("auto", "on", "off"):
+                raise ValueError("must be 'auto', 'on' or 'off'")
+            return s
         if key == "misfire":
             s = str(value).strip().lower()
             if s not in ("fire", "skip"):

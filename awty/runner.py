@@ -46,6 +46,7 @@ from .executors.base import submit
 from .slotrun import Done, SlotRun
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
+from .store.remote import RunStore
 
 if TYPE_CHECKING:
     from logging import Logger
@@ -287,9 +288,10 @@ class Runner:
             def prepare(claimed: set[str]) -> None:
                 Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
                     slot, summary, claimed)
+        store = RunStore(self.store, self.s.store_process, self.s.batch_size)
         run = SlotRun(
-            store=self.store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
-            owner=owner, summary=summary,
+            store=store, clock=self.clock, settings=self.s, slot=slot,  # type: ignore[arg-type]
+            shard=opts.shard, owner=owner, summary=summary,
             execute=Executing(self, slot, opts, executors),
             recorded=lambda applied: self._apply_files(applied, summary),
             on_job=self._on_job(), prepare=prepare,
@@ -299,6 +301,7 @@ class Runner:
         finally:
             for ex in executors.values():
                 await ex.close()
+            store.close()
 
     def _on_job(self) -> Callable[[str], None] | None:
         """What each executed job is reported to: nothing unless someone watches (a progress

@@ -51,6 +51,7 @@ Execute = Callable[[Job, list[Execution], Done], None]
 FLUSH_EVERY = 0.25  # seconds: the longest a recorded-in-memory decision waits for its write
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 PREPARE_AFTER = 0.05  # seconds after the first chunk is started: reconcile at the latest then
+START_LEAD = 0.1  # seconds of sending that a start covers, at the run's rate so far
 
 
 def lease_seconds(s: Settings) -> float:
@@ -80,7 +81,8 @@ class SlotRun:
         self.warm = warm  # start-up work for the loop while the first claim runs
         self.preparing: asyncio.Future | None = None  # submitted once, then kept
         self.claimed: set[str] = set()  # every id this run claimed (on the store thread)
-        self.claim_after_prepare = False  # the claim in flight was queued after ``prepare``
+        self.claim_after_prepare = False  # the claim in flight began after ``prepare`` ended
+        self.wait_prepare = False  # a claim came back empty: the next one waits for ``prepare``
         # The claim after the first is held back until a first callback is back (or reconciling
         # is due): a batch's claim holds the GIL for a while (its rows become Jobs), and the
         # first chunk's connects would wait on it.
@@ -88,6 +90,16 @@ class SlotRun:
         self.lease = lease_seconds(settings)
         self.low_water = max(settings.concurrency, settings.batch_size // 4)
         self.chunk = max(1, settings.concurrency)
+        # Jobs are started (marked as being sent) a chunk at a time, one start under way at a
+        # time: a wave (``concurrency``) at first, then about START_LEAD seconds of sending
+        # (up to half a batch), so that a start waiting behind a batch's write in the store
+        # does not let the jobs ready to send run out (128 at a time capped a run at ~11,000
+        # callbacks/s here), while a slow run still starts no more than a wave ahead: a started
+        # job is one that cancel reports as being delivered.
+        self.start_size = self.chunk
+        self.big_start = max(self.chunk, settings.batch_size // 2)
+        self.executed = 0
+        self.first_sent: float | None = None
         # The first claim takes one chunk: a batch's claim costs ~40 ms at 1,000 rows, all of
         # it before the first callback; the claims after it take whole batches.
         self.claim_limit = min(self.chunk, settings.batch_size)
@@ -108,6 +120,9 @@ class SlotRun:
         self.error: BaseException | None = None
         self.stopped_by: int | None = None  # the signal that asked for a graceful stop
         self.io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
+        # Reconciling a big slot (listing 100,000 files) takes half a second: on a thread of
+        # its own, with a store connection of its own, so that no start waits behind it.
+        self.prep_io = ThreadPoolExecutor(1, thread_name_prefix="awty-reconcile")
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- on the store thread ----------------------------------------------------------------
@@ -161,17 +176,22 @@ class SlotRun:
 
     def _kick_prepare(self) -> asyncio.Future | None:
         if self.preparing is None and self.prepare is not None:
-            self.preparing = self.loop.run_in_executor(self.io, self._prepare)
+            self.preparing = self.loop.run_in_executor(self.prep_io, self._prepare)
             self.preparing.add_done_callback(self._prepared)
         return self.preparing
 
     def _prepared(self, fut: asyncio.Future) -> None:
         if fut.cancelled() or fut.exception() is not None:
             self._fail(None if fut.cancelled() else fut.exception())
+        self.wait_prepare = False
+        self._pump()  # a claim that waited for it goes now
 
     def _kick_claim(self) -> asyncio.Future | None:
         if self.claiming is None and not self.exhausted:
-            self.claim_after_prepare = self.prepare is None or self.preparing is not None
+            if self.wait_prepare:
+                return None  # reconciling may import drop-ins: the slot is empty only after it
+            prepared = self.preparing is not None and self.preparing.done()
+            self.claim_after_prepare = self.prepare is None or prepared
             fut = self.loop.run_in_executor(self.io, self._claim)
             fut.add_done_callback(self._claimed)
             self.claiming = fut
@@ -189,16 +209,19 @@ class SlotRun:
         if not jobs:
             if self.claim_after_prepare:
                 self.exhausted = True
-            else:
-                self._kick_prepare()  # the next claim, queued after it, sees its drop-ins
+            elif self._kick_prepare() is not None and not self.preparing.done():  # type: ignore[union-attr]
+                self.wait_prepare = True  # the next claim, made once it ended, sees its drop-ins
         self.queue.extend(jobs)
-        if jobs and not self.exhausted and len(self.ready) < self.chunk:
+        if jobs and not self.exhausted and len(self.ready) < self.start_size:
             self._kick_start()  # the next chunk is started while the one in hand is sent
         self._pump()
 
     def _kick_start(self) -> asyncio.Future | None:
         if self.starting is None and self.queue and self.error is None:
-            todo = [self.queue.popleft() for _ in range(min(self.chunk, len(self.queue)))]
+            if self.first_sent is not None and self.executed:
+                rate = self.executed / max(1e-3, monotonic() - self.first_sent)
+                self.start_size = max(self.chunk, min(self.big_start, int(rate * START_LEAD)))
+            todo = [self.queue.popleft() for _ in range(min(self.start_size, len(self.queue)))]
             fut = self.loop.run_in_executor(self.io, self._start, todo)
             fut.add_done_callback(self._started)
             self.starting, self.starting_jobs = fut, todo
@@ -252,9 +275,11 @@ class SlotRun:
             ready = self.ready
             while ready and self.inflight < self.limit and not self.halted:
                 job = ready.popleft()
-                if len(ready) < self.chunk:
+                if len(ready) < self.start_size:
                     self._kick_start()  # the next chunk is started while this one is sent
                 self.inflight += 1
+                if self.first_sent is None:
+                    self.first_sent = monotonic()
                 self.execute(job, self.executions, self._done)
             if not ready and not self.halted and self.inflight < self.limit:
                 # room to send and nothing ready (a worker idle, in a runner with tasks)
@@ -280,6 +305,7 @@ class SlotRun:
     def _done(self, job: Job, outcome: Decision | BaseException) -> None:
         """A job's execution ended (see ``Execute``)."""
         self.inflight -= 1
+        self.executed += 1
         try:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -340,6 +366,7 @@ class SlotRun:
                 self.loop.remove_signal_handler(sig)
             self.exhausted = True  # what is handed over below is given back, never started
             self.io.shutdown(wait=True)  # a claim, start or write still running finishes first
+            self.prep_io.shutdown(wait=True)
             for fut, handover in ((self.claiming, self._claimed), (self.starting, self._started)):
                 if fut is not None and fut.done():
                     handover(fut)

@@ -39,8 +39,9 @@ def test_first_chunk_goes_out_before_reconciling(home, clock, rx, monkeypatch):
     (slot_dir / f"{gone.id}.json").write_bytes(saved)  # an orphan
     seen = _watch_reconcile(monkeypatch, home)
     s = fire(a, clock, slot)
-    # the first batch was claimed and its first chunk started (on the wire) before it
-    assert len(seen) == 1 and seen[0][0] >= 50 and seen[0][1] >= 4
+    # the first chunk was claimed and started (on the wire) before it (it runs on a thread of
+    # its own, beside the claims that follow)
+    assert len(seen) == 1 and seen[0][0] >= 4 and seen[0][1] >= 4
     assert s.imported == 1 and s.orphans_removed == 1 and s.rejected == 0
     assert s.ran == 121 and s.outcomes == {"done": 121}
     assert len(rx.requests("/dropped")) == 1 and rx.requests("/gone") == []

@@ -79,6 +79,10 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    def spec(self) -> tuple[Any, ...]:
+        """How another process opens this same store (``store.remote.open_spec``): a picklable
+        description, no connection in it. The runner's store process uses it."""
+
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
         """Insert all jobs or none. A job whose idempotency_key is already known (pending or in

@@ -150,6 +150,9 @@ class PostgresStore:
             problems = (f"schema version {v}, this awty needs {pg_migrations.LATEST}",)
         return StoreHealth(not problems, v, detail, problems, pg_migrations.LATEST)
 
+    def spec(self) -> tuple[str, str, str]:
+        return ("postgres", self.url, self.schema)
+
     def close(self) -> None:
         for conn in self._sessions.values():
             conn.close()

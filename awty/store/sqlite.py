@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -78,6 +79,10 @@ class SQLiteStore:
         self.path = Path(path)
         self.locks = Path(locks) if locks is not None else self.path.parent / "locks"
         self.sessions = OwnerSessions(self.locks)
+        self.busy_timeout = busy_timeout
+        # A run uses the store from two threads (its store thread, and reconciling beside it):
+        # each write is a transaction of its own connection's, one at a time.
+        self.lock = threading.RLock()
         if create:
             open_db_file(self.path)
         elif not self.path.exists():
@@ -123,23 +128,27 @@ class SQLiteStore:
     def close(self) -> None:
         self.conn.close()
 
+    def spec(self) -> tuple[str, str, float, str]:
+        return ("sqlite", str(self.path), self.busy_timeout, str(self.locks))
+
     @contextmanager
     def _write(self):
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            raise translate(e, "cannot write") from None
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        try:
-            self.conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            if self.conn.in_transaction:
+        with self.lock:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                raise translate(e, "cannot write") from None
+            try:
+                yield self.conn
+            except BaseException:
                 self.conn.execute("ROLLBACK")
-            raise translate(e, "cannot commit") from None
+                raise
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.OperationalError as e:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise translate(e, "cannot commit") from None
 
     def _rows(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
         cur = self.conn.cursor()
@@ -170,7 +179,10 @@ class SQLiteStore:
             SELECT_EXECUTION + " WHERE job_id = ? ORDER BY seq", (job_id,))]
 
     def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
-        ids = list(ids)
+        with self.lock:
+            return self._find(list(ids))
+
+    def _find(self, ids: list[str]) -> dict[str, datetime | None]:
         out: dict[str, datetime | None] = {}
         for i in range(0, len(ids), 500):
             chunk = ids[i:i + 500]
@@ -205,8 +217,9 @@ class SQLiteStore:
         return self.conn.execute("SELECT count(*) FROM future_job" + cond, params).fetchone()[0]
 
     def slot_ids(self, slot: datetime) -> set[str]:
-        return {r[0] for r in self.conn.execute(
-            "SELECT id FROM future_job WHERE next_check_at = ?", (iso(slot),))}
+        with self.lock:
+            return {r[0] for r in self.conn.execute(
+                "SELECT id FROM future_job WHERE next_check_at = ?", (iso(slot),))}
 
     def slots_with_work(self, *, since=None, until=None) -> list[tuple[datetime, int]]:
         cond, params = where([("next_check_at >= ?", since), ("next_check_at <= ?", until)])
