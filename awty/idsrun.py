@@ -27,25 +27,30 @@ class IdsRun(SlotRun):
         self.lease = lease_seconds(self.s.replace(batch_size=max(self.s.batch_size,
                                                                   len(self.ids))))
 
-    def _claim(self) -> list[Job]:
+    async def _claim(self) -> list[Job]:
+        assert self.loop is not None
+        return await self.loop.run_in_executor(self.io, self._claim_ids)
+
+    def _claim_ids(self) -> list[Job]:
         ids, self.ids = self.ids, []
         if not ids:
             return []  # claimed once already: the run ends when these are sent
         now = self.clock.now()
-        jobs = self.store.claim_ids(ids, now=now, owner=self.owner,
-                                    lease_until=now + timedelta(seconds=self.lease))
+        store = self.store.local
+        jobs = store.claim_ids(ids, now=now, owner=self.owner,
+                               lease_until=now + timedelta(seconds=self.lease))
         got = {j.id for j in jobs}
         missing = [i for i in ids if i not in got]
         if missing:
-            self.store.release(sorted(got), owner=self.owner, now=now)
+            store.release(sorted(got), owner=self.owner, now=now)
             raise self._why_not(missing[0])
         self.claimed_slots = {j.id: j.next_check_at for j in jobs}
         return jobs
 
     def _why_not(self, job_id: str) -> AwtyError:
-        job = self.store.get(job_id)
+        job = self.store.local.get(job_id)
         if job is None:
-            if self.store.get_history(job_id):
+            if self.store.local.get_history(job_id):
                 return JobNotFound(f"{job_id} (it has ended; see `awty show {job_id}`); "
                                    "nothing was run")
             return JobNotFound(f"{job_id}; nothing was run")

@@ -201,7 +201,7 @@ class Runner:
         executors: dict[Kind, Any] = {}
         owner = new_owner()
         run = IdsRun(
-            ids, store=self.store, clock=self.clock, settings=self.s,
+            ids, store=None, clock=self.clock, settings=self.s,  # type: ignore[arg-type]
             slot=current_slot(self.clock.now(), self.s.resolution), owner=owner,
             summary=summary,
             # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
@@ -210,6 +210,9 @@ class Runner:
             on_job=self._on_job())
 
         async def drive() -> None:
+            # a few named jobs: their own store, no store process
+            run.store = RunStore(self.store, "off", self.s.batch_size,
+                                 asyncio.get_running_loop())
             try:
                 await run.run()
             finally:
@@ -288,10 +291,11 @@ class Runner:
             def prepare(claimed: set[str]) -> None:
                 Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
                     slot, summary, claimed)
-        store = RunStore(self.store, self.s.store_process, self.s.batch_size)
+        store = RunStore(self.store, self.s.store_process, self.s.batch_size,
+                         asyncio.get_running_loop())
         run = SlotRun(
-            store=store, clock=self.clock, settings=self.s, slot=slot,  # type: ignore[arg-type]
-            shard=opts.shard, owner=owner, summary=summary,
+            store=store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
+            owner=owner, summary=summary,
             execute=Executing(self, slot, opts, executors),
             recorded=lambda applied: self._apply_files(applied, summary),
             on_job=self._on_job(), prepare=prepare,
@@ -301,7 +305,7 @@ class Runner:
         finally:
             for ex in executors.values():
                 await ex.close()
-            store.close()
+            await store.aclose()
 
     def _on_job(self) -> Callable[[str], None] | None:
         """What each executed job is reported to: nothing unless someone watches (a progress

@@ -39,9 +39,9 @@ from time import monotonic
 
 from .clock import Clock
 from .config import Settings
-from .errors import AwtyError, Busy, Interrupted
+from .errors import Busy, Interrupted
 from .model import Decision, Execution, Job, SlotSummary
-from .store.base import Store
+from .store.remote import RunStore
 
 # execute(job, events, done): start executing ``job`` (its executions appended to ``events``);
 # done(job, outcome) comes once, from a callback of the loop, with its Decision, or with the
@@ -61,7 +61,7 @@ def lease_seconds(s: Settings) -> float:
 
 
 class SlotRun:
-    def __init__(self, *, store: Store, clock: Clock, settings: Settings, slot: datetime,
+    def __init__(self, *, store: RunStore, clock: Clock, settings: Settings, slot: datetime,
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
                  execute: Execute, recorded: Callable[[list[Decision]], None],
                  on_job: Callable[[str], None] | None = None,
@@ -120,46 +120,52 @@ class SlotRun:
         self.error: BaseException | None = None
         self.stopped_by: int | None = None  # the signal that asked for a graceful stop
         self.io = ThreadPoolExecutor(1, thread_name_prefix="awty-store")
+        # Results are written on a thread of their own: a claim or a start never waits in line
+        # behind a batch's write (the store decides what runs at once; the store process
+        # answers starts and claims first).
+        self.rec_io = ThreadPoolExecutor(1, thread_name_prefix="awty-record")
         # Reconciling a big slot (listing 100,000 files) takes half a second: on a thread of
         # its own, with a store connection of its own, so that no start waits behind it.
         self.prep_io = ThreadPoolExecutor(1, thread_name_prefix="awty-reconcile")
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.closing = False  # the run is over: nothing new goes to the threads
 
-    # -- on the store thread ----------------------------------------------------------------
-    def _claim(self) -> list[Job]:
+    # -- store calls (futures: the store process, or the store on a thread) --------------------
+    async def _claim(self) -> list[Job]:
         now = self.clock.now()
-        jobs = self.store.claim(self.slot, now=now, owner=self.owner,
-                                lease_until=now + timedelta(seconds=self.lease),
-                                limit=self.claim_limit, shard=self.shard)
+        jobs: list[Job] = await self.store.call(
+            self.io, "claim", self.slot, now=now, owner=self.owner,
+            lease_until=now + timedelta(seconds=self.lease), limit=self.claim_limit,
+            shard=self.shard)
         self.claim_limit = self.s.batch_size
         if self.prepare is not None:
-            self.claimed.update(j.id for j in jobs)
+            self.claimed.update([j.id for j in jobs])
         return jobs
 
     def _prepare(self) -> None:
         assert self.prepare is not None
         self.prepare(self.claimed)
 
-    def _start(self, jobs: list[Job]) -> list[Job]:
-        kept = set(self.store.start([j.id for j in jobs], owner=self.owner,
-                                    now=self.clock.now()))
+    async def _start(self, jobs: list[Job]) -> list[Job]:
+        kept = set(await self.store.call(self.io, "start", [j.id for j in jobs],
+                                         owner=self.owner, now=self.clock.now()))
         self.summary.skipped_cancelled += len(jobs) - len(kept)
         return [j for j in jobs if j.id in kept]
 
-    def _record(self, batch: list[Decision], executions: list[Execution]) -> None:
+    async def _record(self, batch: list[Decision], executions: list[Execution]) -> None:
         # These callbacks were sent: dropping their results over a briefly locked database
         # would send them all again once the leases expire. Keep trying (each try waits the
         # busy timeout) for half a lease; after that the leases decide.
         give_up = monotonic() + self.lease / 2
         while True:
             try:
-                applied = self.store.finish(batch, owner=self.owner, now=self.clock.now(),
-                                            executions=executions)
+                applied = await self.store.call(self.rec_io, "finish", batch, owner=self.owner,
+                                                now=self.clock.now(), executions=executions)
                 break
             except Busy:
                 if monotonic() >= give_up:
                     raise
-        self.recorded(applied)
+        await self.loop.run_in_executor(self.rec_io, self.recorded, applied)
 
     # -- on the event loop --------------------------------------------------------------------
     def stop(self, signum: int = signal.SIGTERM) -> None:
@@ -175,7 +181,7 @@ class SlotRun:
         self.error = self.error or error
 
     def _kick_prepare(self) -> asyncio.Future | None:
-        if self.preparing is None and self.prepare is not None:
+        if self.preparing is None and self.prepare is not None and not self.closing:
             self.preparing = self.loop.run_in_executor(self.prep_io, self._prepare)
             self.preparing.add_done_callback(self._prepared)
         return self.preparing
@@ -192,7 +198,7 @@ class SlotRun:
                 return None  # reconciling may import drop-ins: the slot is empty only after it
             prepared = self.preparing is not None and self.preparing.done()
             self.claim_after_prepare = self.prepare is None or prepared
-            fut = self.loop.run_in_executor(self.io, self._claim)
+            fut = asyncio.ensure_future(self._claim())
             fut.add_done_callback(self._claimed)
             self.claiming = fut
         return self.claiming
@@ -222,7 +228,7 @@ class SlotRun:
                 rate = self.executed / max(1e-3, monotonic() - self.first_sent)
                 self.start_size = max(self.chunk, min(self.big_start, int(rate * START_LEAD)))
             todo = [self.queue.popleft() for _ in range(min(self.start_size, len(self.queue)))]
-            fut = self.loop.run_in_executor(self.io, self._start, todo)
+            fut = asyncio.ensure_future(self._start(todo))
             fut.add_done_callback(self._started)
             self.starting, self.starting_jobs = fut, todo
             if len(self.queue) < self.low_water and not self.holding:
@@ -259,8 +265,8 @@ class SlotRun:
 
     def flush(self) -> None:
         if self.decisions:
-            self.writes.append(self.loop.run_in_executor(
-                self.io, self._record, self.decisions[:], self.executions[:]))
+            self.writes.append(asyncio.ensure_future(
+                self._record(self.decisions[:], self.executions[:])))
             self.decisions.clear()
             self.executions.clear()
 
@@ -365,14 +371,23 @@ class SlotRun:
             for sig in caught:
                 self.loop.remove_signal_handler(sig)
             self.exhausted = True  # what is handed over below is given back, never started
-            self.io.shutdown(wait=True)  # a claim, start or write still running finishes first
+            self.halted = True
+            # a claim, start or write still under way finishes first
+            under_way = [f for f in (self.claiming, self.starting, *self.writes)
+                         if f is not None and not f.done()]
+            if under_way:
+                await asyncio.wait(under_way)
+            self.closing = True
+            self.io.shutdown(wait=True)
+            self.rec_io.shutdown(wait=True)
             self.prep_io.shutdown(wait=True)
             for fut, handover in ((self.claiming, self._claimed), (self.starting, self._started)):
                 if fut is not None and fut.done():
                     handover(fut)
             unsent = [j.id for j in (*self.ready, *self.queue)]
             if unsent:  # interrupted: hand the unsent claims back rather than wait on leases
-                self.store.release(unsent, owner=self.owner, now=self.clock.now())
+                await self.store.call(None, "release", unsent, owner=self.owner,
+                                      now=self.clock.now())
         if self.stopped_by is not None:
             name = signal.Signals(self.stopped_by).name
             raise Interrupted(self.stopped_by, (

@@ -7,9 +7,12 @@ waits on a socket for the answer (GIL released). The child opens the same store 
 (``Store.spec``), so it keeps every rule of the store contract: the rows are what decide.
 
 Protocol: length-prefixed pickles over a socketpair (the child's end is its stdin; it inherits
-no other descriptor, so no lock of the parent's). Requests are answered in order, one at a
-time. Jobs and decisions travel as plain tuples (the child keeps the Jobs it claimed and is
-sent only their ids back); errors as the store's own AwtyError classes.
+no other descriptor, so no lock of the parent's). Each request carries a number its answer
+repeats: the run's claim/start thread and its record thread call at the same time, and the
+child answers starts, then claims, before writing results (one store, one request at a time),
+so that the jobs ready to send never wait in line behind a batch's write. Jobs and decisions
+travel as plain tuples (the child keeps the Jobs it claimed and is sent only their ids back);
+errors as the store's own AwtyError classes.
 
 Lifetime: the child ignores SIGINT and SIGTERM (the runner's graceful stop still has results
 to record through it) and ends when the parent says so or its socket closes: a parent that is
@@ -22,14 +25,17 @@ expires like any dead runner's.
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import heapq
 import os
 import pickle
-import select
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -41,6 +47,8 @@ from ..model import (
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Executor
     from typing import Any
 
     from .base import Store
@@ -114,120 +122,189 @@ def _execution_in(t: tuple[Any, ...]) -> Execution:
 
 # --- the parent's side ------------------------------------------------------------------------
 class RemoteStore:
-    """The parent's handle on a store process. Calls block until answered (call them from
-    one thread: the runner's store thread)."""
+    """The parent's handle on a store process, on the run's event loop: a request is a future
+    answered from the loop's own reading of the socket (no thread to wake, so no turn of the
+    GIL to wait for between the answer and the job it lets go out)."""
 
-    def __init__(self, spec: tuple[Any, ...]):
-        parent, child = socket.socketpair()
-        self._sock = parent
-        self._up = False
+    def __init__(self, spec: tuple[Any, ...], loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.up = False
         self.gone: str | None = None  # why the process cannot be used, once it cannot
         self._mine: set[str] = set()  # ids the process claimed (it holds their Jobs)
+        self._waiting: dict[int, tuple[asyncio.Future[Any], Callable[[Any], Any]]] = {}
+        self._next = 0
+        self._buf = bytearray()
+        self._transport: asyncio.Transport | None = None
+        self._ended: asyncio.Future[None] = loop.create_future()
+        self._proc: subprocess.Popen[bytes] | None = None
+        parent, child = socket.socketpair()
         env = dict(os.environ)
         here = str(Path(__file__).resolve().parent.parent.parent)  # the awty it must run
         env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"]
                                     if env.get("PYTHONPATH") else "")
         try:
-            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 [sys.executable, "-m", "awty.store.remote"], stdin=child.fileno(),
                 stdout=subprocess.DEVNULL, env=env, close_fds=True)
+            _send(parent, spec)  # small: written whole before the socket turns non-blocking
         except OSError as e:
-            self._proc = None
-            self.gone = f"cannot start a store process: {e}"
+            self._lost(f"cannot start a store process: {e}")
+            parent.close()
+            return
         finally:
             child.close()
-        if self._proc is not None:
-            try:
-                _send(parent, spec)
-            except OSError as e:
-                self._lost(f"store process: {e}")
+        parent.setblocking(False)
+        self._connecting = asyncio.ensure_future(
+            loop.connect_accepted_socket(lambda: _Channel(self), sock=parent))
 
-    def ready(self) -> bool:
-        """Has the process opened its store? Never waits."""
-        if self._up or self.gone is not None:
-            return self._up
-        try:
-            readable, _, _ = select.select([self._sock], [], [], 0)
-            if not readable:
-                return False
-            answer = _recv(self._sock)
-        except (OSError, EOFError) as e:
-            self._lost(f"store process ended before its store was open ({e or 'no answer'})")
-            return False
-        if answer[0] != "ready":
-            self._lost(f"store process could not open its store: {answer[2]}")
-            return False
-        self._up = True
-        return True
-
-    def _call(self, *request: object) -> Any:
-        if self.gone is not None:
-            raise StoreGone(self.gone)
-        try:
-            _send(self._sock, request)
-            answer = _recv(self._sock)
-        except (OSError, EOFError) as e:
-            self._lost(f"store process ended ({e or 'no answer'})")
-            raise StoreGone(self.gone or "store process ended") from None
-        if answer[0] == "ok":
-            return answer[1]
-        kind = getattr(errors, answer[1], None)
-        if isinstance(kind, type) and issubclass(kind, AwtyError):
-            raise kind(answer[2])
-        raise StoreError(f"store process: {answer[2]}")
+    # -- the channel's events -------------------------------------------------------------
+    def _received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        while len(buf) >= 4:
+            n = _LEN.unpack_from(buf)[0]
+            if len(buf) < 4 + n:
+                return
+            message = pickle.loads(bytes(buf[4:4 + n]))
+            del buf[:4 + n]
+            if not self.up:
+                if message[0] == "ready":
+                    self.up = True
+                else:
+                    self._lost(f"store process could not open its store: {message[2]}")
+                continue
+            number, answer = message
+            fut, decode = self._waiting.pop(number)
+            if fut.done():
+                continue
+            if answer[0] == "ok":
+                try:
+                    fut.set_result(decode(answer[1]))
+                except Exception as e:  # noqa: BLE001 - a bug in decoding: the caller's
+                    fut.set_exception(e)
+            else:
+                kind = getattr(errors, answer[1], None)
+                if isinstance(kind, type) and issubclass(kind, AwtyError):
+                    fut.set_exception(kind(answer[2]))
+                else:
+                    fut.set_exception(StoreError(f"store process: {answer[2]}"))
 
     def _lost(self, why: str) -> None:
-        self.gone = why
-        self._up = False
-        self.close()
+        if self.gone is None:
+            self.gone = why
+        self.up = False
+        waiting, self._waiting = self._waiting, {}
+        for fut, _ in waiting.values():
+            if not fut.done():
+                fut.set_exception(StoreGone(self.gone))
+        if not self._ended.done():
+            self._ended.set_result(None)
 
-    def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
-              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
-        rows = self._call("claim", slot, now, owner, lease_until, limit, shard)
-        jobs = [job_in(t, owner, lease_until) for t in rows]
-        self._mine.update(j.id for j in jobs)
-        return jobs
+    # -- requests ------------------------------------------------------------------------
+    def request(self, op: str, *args: Any, **kw: Any) -> asyncio.Future[Any]:
+        """The store's ``op`` (claim, start, finish, release), answered by the process."""
+        fut: asyncio.Future[Any] = self.loop.create_future()
+        if self.gone is not None or self._transport is None:
+            fut.set_exception(StoreGone(self.gone or "store process not up"))
+            return fut
+        decode: Callable[[Any], Any]
+        if op == "claim":
+            owner, lease_until = kw["owner"], kw["lease_until"]
+            body: tuple[Any, ...] = (op, args[0], kw["now"], owner, lease_until, kw["limit"],
+                                     kw.get("shard"))
 
-    def start(self, ids: list[str], *, owner: str, now: datetime) -> list[str]:
-        return self._call("start", ids, owner, now)  # type: ignore[no-any-return]
+            def jobs_in(rows: list[tuple[Any, ...]]) -> list[Job]:
+                jobs = [job_in(t, owner, lease_until) for t in rows]
+                self._mine.update(j.id for j in jobs)
+                return jobs
 
-    def finish(self, decisions: list[Decision], *, owner: str, now: datetime,
-               executions: list[Execution] | tuple[Execution, ...] = ()) -> list[Decision]:
+            decode = jobs_in
+        elif op == "finish":
+            decisions: list[Decision] = args[0]
+            body = (op, self._decisions_out(decisions), kw["owner"], kw["now"],
+                    [_execution_out(e) for e in kw.get("executions", ())])
+
+            def applied_in(ids: list[str]) -> list[Decision]:
+                applied = set(ids)
+                return [d for d in decisions if d.job.id in applied]
+
+            decode = applied_in
+        elif op in ("start", "release"):
+            body = (op, args[0], kw["owner"], kw["now"])
+            if op == "release":
+                self._mine.difference_update(args[0])
+            decode = _same
+        else:
+            raise StoreError(f"no such store request {op!r}")
+        self._next += 1
+        self._waiting[self._next] = (fut, decode)
+        data = pickle.dumps((self._next, body), 5)
+        self._transport.write(_LEN.pack(len(data)) + data)
+        return fut
+
+    def _decisions_out(self, decisions: list[Decision]) -> list[tuple[Any, ...]]:
         mine = self._mine
         wire: list[tuple[Any, ...]] = []
         for d in decisions:
             j = d.job
             ref: object = j.id if j.id in mine else j  # claimed before the process was up
+            mine.discard(j.id)
             if d.__class__ is End:
-                wire.append((0, ref, d.outcome.value, d.reason, _result_out(d.result),  # type: ignore[union-attr]
-                             d.lateness))  # type: ignore[union-attr]
+                wire.append((0, ref, d.outcome.value, d.reason,  # type: ignore[union-attr]
+                             _result_out(d.result), d.lateness))  # type: ignore[union-attr]
             else:
-                wire.append((1, ref, d.next_check_at, d.check_count, d.attempt,  # type: ignore[union-attr]
-                             _result_out(d.result), d.error))  # type: ignore[union-attr]
-        applied = set(self._call("finish", wire, owner, now,
-                                 [_execution_out(e) for e in executions]))
-        for d in decisions:
-            mine.discard(d.job.id)
-        return [d for d in decisions if d.job.id in applied]
+                wire.append((1, ref, d.next_check_at, d.check_count,  # type: ignore[union-attr]
+                             d.attempt, _result_out(d.result), d.error))  # type: ignore[union-attr]
+        return wire
 
-    def release(self, ids: list[str], *, owner: str, now: datetime) -> int:
-        n = self._call("release", ids, owner, now)
-        self._mine.difference_update(ids)
-        return n  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        """Ask the process to end and wait for it (briefly: it answers nothing in flight)."""
+    async def aclose(self) -> None:
+        """Tell the process it is done (the end of its input), wait for it to answer what it
+        was asked and end."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
         try:
-            self._sock.close()  # EOF: it ends after the request in hand, if any
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.write_eof()
+                await asyncio.wait_for(asyncio.shield(self._ended), 30)
+        except (OSError, asyncio.TimeoutError):
+            pass
         finally:
+            if self._transport is not None:
+                self._transport.close()
+            else:
+                self._connecting.cancel()
             try:
-                proc.wait(timeout=30)
+                await self.loop.run_in_executor(None, proc.wait, 30)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class _Channel(asyncio.Protocol):
+    def __init__(self, remote: RemoteStore):
+        self.remote = remote
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.remote._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.remote._received(data)
+        except Exception as e:  # noqa: BLE001 - a garbled answer: the process is not usable
+            self.remote._lost(f"store process: unreadable answer ({e})")
+            if self.remote._transport is not None:
+                self.remote._transport.abort()
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.remote._lost(f"store process ended ({exc or 'its end of the socket closed'})")
 
 
 # --- the child's side -------------------------------------------------------------------------
@@ -262,22 +339,49 @@ def serve(sock: socket.socket) -> None:
         store.close()
 
 
+# Which waiting request the process answers first: what the sending waits on before what it
+# does not (results are written while the next jobs go out).
+_FIRST = {"start": 0, "claim": 1, "release": 2, "finish": 3}
+
+
 def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job]) -> None:
-    while True:
+    waiting: list[tuple[int, int, tuple[Any, ...]]] = []  # (priority, number, request)
+    more = threading.Condition()
+    ended = [False]
+
+    def receive() -> None:
         try:
-            request = _recv(sock)
-        except EOFError:
-            return
+            while True:
+                number, request = _recv(sock)
+                with more:
+                    heapq.heappush(waiting, (_FIRST.get(request[0], 9), number, request))
+                    more.notify()
+        except (OSError, EOFError, ValueError):
+            with more:
+                ended[0] = True
+                more.notify()
+
+    def answer(number: int, request: tuple[Any, ...]) -> None:
         try:
-            answer: tuple[Any, ...] = ("ok", _handle(store, claimed, request))
+            reply: tuple[Any, ...] = ("ok", _handle(store, claimed, request))
         except AwtyError as e:
-            answer = ("err", type(e).__name__, str(e))
+            reply = ("err", type(e).__name__, str(e))
         except Exception as e:  # noqa: BLE001 - a bug, told to the parent as a store error
-            answer = ("bug", type(e).__name__, f"{type(e).__name__}: {e}")
+            reply = ("bug", type(e).__name__, f"{type(e).__name__}: {e}")
         try:
-            _send(sock, answer)
+            _send(sock, (number, reply))
         except OSError:
-            return
+            pass  # the runner is gone: what it asked for is still done (its results kept)
+
+    threading.Thread(target=receive, name="awty-store-requests", daemon=True).start()
+    while True:
+        with more:
+            while not waiting and not ended[0]:
+                more.wait()
+            if not waiting:
+                return  # the runner is done with us (or gone), and nothing is left to do
+            _, number, request = heapq.heappop(waiting)
+        answer(number, request)
 
 
 def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> Any:
@@ -323,22 +427,22 @@ def main() -> None:
         pass  # the runner went away (or stopped listening): its rows say what was done
 
 
-if __name__ == "__main__":
-    main()
-
 
 # --- what a slot run uses -----------------------------------------------------------------------
 class RunStore:
-    """The store calls of one slot run (claim, start, finish, release): to the run's own store
-    until a store process is up, then to it; back to the own store if it ends. ``mode``
-    (``store_process``): "on" starts the process at once, "auto" once a claim comes back with a
-    whole batch (a slot big enough for the process to pay: it takes ~50 ms of CPU to start),
-    "off" never. Call from one thread (the run's store thread); ``close`` at the end."""
+    """The store calls of one slot run (claim, start, finish, release) as futures on its loop:
+    to the store process once it is up, else to the run's own store on the thread the run
+    gives (``None``: at once, in the loop's thread); back to the own store if the process
+    ends (safe: see the module's text). ``mode`` (``store_process``): "on" starts the process
+    at once, "auto" once a claim comes back with a whole batch (a slot big enough for the
+    process to pay: it takes ~50 ms of CPU to start), "off" never. ``aclose`` at the end."""
 
-    def __init__(self, local: Store, mode: str, batch: int):
+    def __init__(self, local: Store, mode: str, batch: int,
+                 loop: asyncio.AbstractEventLoop):
         self.local = local
         self.mode = mode
         self.batch = batch
+        self.loop = loop
         self.remote: RemoteStore | None = None
         if mode == "on":
             self._spawn()
@@ -349,55 +453,49 @@ class RunStore:
         except (AttributeError, NotImplementedError):
             self.mode = "off"  # a store that cannot be opened elsewhere
             return
-        self.remote = RemoteStore(spec)
+        self.remote = RemoteStore(spec, self.loop)
 
-    def _up(self) -> RemoteStore | None:
+    def call(self, io: Executor | None, op: str, *args: Any, **kw: Any) -> asyncio.Future[Any]:
         r = self.remote
-        return r if r is not None and r.ready() else None
+        if r is not None and r.up:
+            return asyncio.ensure_future(self._remote(r, io, op, args, kw))
+        return self._local(io, op, args, kw)
 
-    def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
-              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
-        r = self._up()
-        if r is not None:
+    async def _remote(self, r: RemoteStore, io: Executor | None, op: str,
+                      args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        try:
+            return await r.request(op, *args, **kw)
+        except StoreGone:
+            return await self._local(io, op, args, kw)
+
+    def _local(self, io: Executor | None, op: str, args: tuple[Any, ...],
+               kw: dict[str, Any]) -> asyncio.Future[Any]:
+        fn = getattr(self.local, op)
+        if op == "claim" and self.mode == "auto" and self.remote is None:
+            fn = self._claim_then_spawn
+        if io is None:
+            fut: asyncio.Future[Any] = self.loop.create_future()
             try:
-                return r.claim(slot, now=now, owner=owner, lease_until=lease_until,
-                               limit=limit, shard=shard)
-            except StoreGone:
-                pass
-        jobs = self.local.claim(slot, now=now, owner=owner, lease_until=lease_until,
-                                limit=limit, shard=shard)
-        if self.mode == "auto" and self.remote is None and len(jobs) >= self.batch:
-            self._spawn()
+                fut.set_result(fn(*args, **kw))
+            except Exception as e:  # noqa: BLE001 - the caller's to handle, as from a thread
+                fut.set_exception(e)
+            return fut
+        return self.loop.run_in_executor(io, functools.partial(fn, *args, **kw))
+
+    def _claim_then_spawn(self, *args: Any, **kw: Any) -> list[Job]:
+        jobs = self.local.claim(*args, **kw)
+        if len(jobs) >= self.batch and self.remote is None:
+            self.loop.call_soon_threadsafe(self._spawn_once)
         return jobs
 
-    def start(self, ids: list[str], *, owner: str, now: datetime) -> list[str]:
-        r = self._up()
-        if r is not None:
-            try:
-                return r.start(ids, owner=owner, now=now)
-            except StoreGone:
-                pass
-        return self.local.start(ids, owner=owner, now=now)
+    def _spawn_once(self) -> None:
+        if self.remote is None:
+            self._spawn()
 
-    def finish(self, decisions: list[Decision], *, owner: str, now: datetime,
-               executions: list[Execution] | tuple[Execution, ...] = ()) -> list[Decision]:
-        r = self._up()
-        if r is not None:
-            try:
-                return r.finish(decisions, owner=owner, now=now, executions=executions)
-            except StoreGone:
-                pass  # applied or not, applying again is safe: only jobs still leased count
-        return self.local.finish(decisions, owner=owner, now=now, executions=executions)
-
-    def release(self, ids: list[str], *, owner: str, now: datetime) -> int:
-        r = self._up()
-        if r is not None:
-            try:
-                return r.release(ids, owner=owner, now=now)
-            except StoreGone:
-                pass
-        return self.local.release(ids, owner=owner, now=now)
-
-    def close(self) -> None:
+    async def aclose(self) -> None:
         if self.remote is not None:
-            self.remote.close()
+            await self.remote.aclose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Issue 12 #2: a big slot's store work runs in a process of its own (``store_process``,
+``awty/store/remote.py``). Against a real receiver, real stores and real processes:
+
+- a run through the store process records every job once, on SQLite and on PostgreSQL, and
+  the process really did the work;
+- the store process killed in the middle of a run: the run goes on with its own store, and
+  once the leases are over every job is in history once;
+- the runner killed (SIGKILL): the store process ends by itself, holding nothing;
+- a SIGTERM to the whole process group (a terminal's Ctrl-C, systemd's stop): the store
+  process outlives it long enough to record the runner's last results; nothing is sent twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from conftest import T0
+from relkit import account, cli_env, query, run_cli, scale, spawn, wait_until
+
+import awty.store.remote as remote
+from awty.api import Awty
+from awty.clock import FixedClock
+from awty.slots import slot_id
+from awty.testing.receiver import Receiver
+
+pytestmark = pytest.mark.reliability
+
+
+def _fill(home, url, n, **kw):
+    with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
+        added = a.add_many([{"target": url, "in": "1m", "payload": {"n": i}} for i in range(n)])
+    return [r.job.id for r in added], added[0].job.next_check_at
+
+
+def _watch_remotes(monkeypatch) -> list[remote.RemoteStore]:
+    """Every RemoteStore made, and how many finish requests each was sent."""
+    made: list[remote.RemoteStore] = []
+    real_init, real_request = remote.RemoteStore.__init__, remote.RemoteStore.request
+
+    def init(self, spec, loop):
+        real_init(self, spec, loop)
+        self.finished_calls = 0
+        made.append(self)
+
+    def request(self, op, *a, **kw):
+        self.finished_calls += op == "finish"
+        return real_request(self, op, *a, **kw)
+
+    monkeypatch.setattr(remote.RemoteStore, "__init__", init)
+    monkeypatch.setattr(remote.RemoteStore, "request", request)
+    return made
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _ended(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_run_through_the_store_process_records_every_job_once(home, backend, monkeypatch):
+    n = scale(1000, 4000)
+    made = _watch_remotes(monkeypatch)
+    # 5 ms a callback: the run lasts long enough for the process to come up (PostgreSQL's
+    # takes a few hundred ms) and take over
+    with Receiver(delay=0.005, keep=False) as rx:
+        rx.script("/gone", status=410)
+        kw = dict(store_process="on", batch_size=50, concurrency=16, quick_retries=0,
+                  **backend.kw)
+        with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
+            added = a.add_many([{"target": rx.url("/gone" if i % 4 == 0 else "/ok"),
+                                 "in": "1m"} for i in range(n)])
+            slot = added[0].job.next_check_at
+            a.clock.set(slot + timedelta(seconds=1))
+            s = a.run_slot(slot)
+            history = a.history()
+            left = list(a.list())
+        delivered = rx.counts()
+    assert s.ran == n and s.outcomes == {"done": n - n // 4, "gone": n // 4}
+    assert left == [] and sorted(h.id for h in history) == sorted(r.job.id for r in added)
+    assert sorted(delivered.values()) == [1] * n  # each job sent once
+    assert len(made) == 1 and made[0].finished_calls >= 2  # the process recorded some
+
+
+def test_the_store_process_killed_mid_run_loses_nothing(home, monkeypatch):
+    n = scale(600, 3000)
+    made = _watch_remotes(monkeypatch)
+    killed: list[int] = []
+
+    def on_request(seen):
+        if seen.n == n // 3 and made and made[0]._proc is not None and not killed:
+            killed.append(made[0]._proc.pid)
+            os.kill(made[0]._proc.pid, signal.SIGKILL)
+
+    settings = dict(store_process="on", batch_size=50, concurrency=16, lease="60s")
+    with Receiver(on_request=on_request, delay=0.002, keep=False) as rx:
+        ids, slot = _fill(home, rx.url("/k"), n)
+        now = slot + timedelta(seconds=1)
+        with Awty(home, clock=FixedClock(now), env={}, **settings) as a:
+            s = a.run_slot(slot)
+        assert killed, "the store process was never killed"
+        assert made[0].gone is not None  # it was noticed, and the run went on without it
+        later = now + timedelta(minutes=5)  # past every lease of the killed process's claims
+        with Awty(home, clock=FixedClock(later), env={}, **settings) as a:
+            a.catchup()
+        delivered = rx.counts()
+    figures = account(home, ids, later, delivered=delivered)
+    # Re-sent: at most what the process took with it (a batch of results, a claim, a start).
+    assert figures["duplicates"] <= 2 * 50, figures
+    print(f"\n[store process killed] jobs={n} first run ran {s.ran}; after catch-up "
+          f"duplicates={figures['duplicates']}")
+
+
+def test_a_killed_runner_leaves_no_store_process(tmp_path):
+    n = scale(3000, 10000)
+    home = tmp_path / "home"
+    with Receiver(delay=0.01, keep=False) as rx:
+        ids, slot = _fill(home, rx.url("/k"), n)
+        now = slot + timedelta(seconds=1)
+        env = cli_env(home, now, store_process="on", concurrency=16, batch_size=100)
+        p = spawn(["run-slot", slot_id(slot)], env)
+        try:
+            assert rx.wait_total(200, timeout=60) >= 200
+            kids = _children(p.pid)
+            assert kids, "no store process under the runner"
+            os.kill(p.pid, signal.SIGKILL)
+            p.communicate(timeout=30)
+            assert wait_until(lambda: all(_ended(k) for k in kids), timeout=20), \
+                "the store process outlived its runner"
+        finally:
+            p.kill()
+        later = now + timedelta(hours=1)
+        r = run_cli(["catchup"], cli_env(home, later))
+        assert r.returncode == 0, r.stderr
+        delivered = rx.counts()
+    account(home, ids, later, delivered=delivered)
+
+
+def test_sigterm_to_the_process_group_still_records_through_the_store_process(tmp_path):
+    n = scale(3000, 10000)
+    home = tmp_path / "home"
+    with Receiver(delay=0.02, keep=False) as rx:
+        ids, slot = _fill(home, rx.url("/t"), n)
+        now = slot + timedelta(seconds=1)
+        env = cli_env(home, now, store_process="on", concurrency=16, batch_size=100)
+        p = spawn(["run-slot", slot_id(slot), "--json"], env, start_new_session=True)
+        try:
+            assert rx.wait_total(300, timeout=60) >= 300
+            assert _children(p.pid), "no store process under the runner"
+            os.killpg(p.pid, signal.SIGTERM)  # the runner and its store process alike
+            out, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+        assert p.returncode == 143, err
+        assert "Traceback" not in err
+        sent = set(rx.counts())
+        recorded = {r[0] for r in query(home, "SELECT id FROM job_history")}
+        assert recorded == sent  # every request sent had its result recorded
+        assert set(query(home, "SELECT status, lease_owner FROM future_job")) == {
+            ("pending", None)}
+        again = run_cli(["run-slot", slot_id(slot)], env)
+        assert again.returncode == 0, again.stderr
+        delivered = rx.counts()
+    assert account(home, ids, now, delivered=delivered)["duplicates"] == 0
