@@ -64,16 +64,17 @@ BIG_BATCH = 5000
 
 
 def _insert_jobs(c: sqlite3.Connection, rows: list[tuple]) -> None:
-    # A big batch's pages would overflow the default 2 MB cache and spill to the WAL
+    # A big batch's pages would overflow the store's page cache and spill to the WAL
     # mid-transaction: it gets a cache to fit (~0.5 KiB a row), taken back before the commit
     # (dirty pages stay until written; only clean ones go). The rows stay in the order given:
     # sorted by id (random within a millisecond) a slot's rows were strewn over the whole
     # table, and a catch-up of 96 slots ran 1.6x slower than one slot of the same jobs.
-    if len(rows) < BIG_BATCH:
+    (before,) = c.execute("PRAGMA cache_size").fetchone()
+    want = len(rows) // 2 + 2048  # KiB
+    if len(rows) < BIG_BATCH or (before < 0 and -before >= want):
         c.executemany(INSERT_JOB, rows)
         return
-    (before,) = c.execute("PRAGMA cache_size").fetchone()
-    c.execute(f"PRAGMA cache_size = {-(len(rows) // 2 + 2048)}")
+    c.execute(f"PRAGMA cache_size = {-want}")
     try:
         c.executemany(INSERT_JOB, rows)
     finally:
