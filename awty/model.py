@@ -503,9 +503,16 @@ _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> 2 charact
 _SHIFTS = range(120, -10, -10)
 
 
+_random = bytearray()  # os.urandom bytes not yet used: one system call per 400 ids, not each
+
+
 def new_id(now: datetime) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, in Crockford base32 (26
     characters). Text order is creation order, which gives a slot its deterministic firing
     order."""
-    n = (int(now.timestamp() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    if len(_random) < 10:
+        _random[:] = os.urandom(4000)
+    r = int.from_bytes(_random[-10:], "big")
+    del _random[-10:]
+    n = (int(now.timestamp() * 1000) << 80) | r
     return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])

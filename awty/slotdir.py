@@ -56,7 +56,7 @@ def envelope_bytes(job: Job, isos: dict[datetime, str] | None = None) -> bytes:
                                                                   iso(job.first_check_at))
         slot = isos.get(job.next_check_at) or isos.setdefault(job.next_check_at,
                                                                 iso(job.next_check_at))
-    head = (f'{{"v":{ENVELOPE_VERSION},"id":"{job.id}","kind":"{job.kind.value}",'
+    head = (f'{{"v":{ENVELOPE_VERSION},"id":"{job.id}","kind":"{job.kind}",'
             f'"target":{_q(job.target)},"entity":{_q(job.entity_name)},'
             f'"key":{_q(job.entity_key)},"first_check_at":"{first}",'
             f'"next_check_at":"{slot}","check_count":{job.check_count},')
@@ -160,6 +160,50 @@ class Rejected(Record):
 REASON_LIMIT = 4096  # bytes of a .reason note read back
 
 
+class Staged:
+    """Envelopes written ahead of the commit of their rows, where no runner looks
+    (``<home>/.incoming/<token>/``), then moved into their slots once the rows are committed
+    (``publish``), or dropped (``discard``). A big batch's files are ~60 % of its add (~25 µs
+    of kernel time each here): written on a thread beside the validation and the insert, only
+    a rename (~7 µs) is left after the commit. Rows still come first: a file is in a slot only
+    once its row is committed, and a crash leaves envelopes in ``.incoming`` that nothing
+    imports (doctor removes them, and writes the envelopes of committed rows that miss one).
+    The files are written by ``awty.envwriter``, a process of its own."""
+
+    def __init__(self, tree: SlotTree, path: Path, fd: int):
+        self.tree = tree
+        self.path = path
+        self.fd = fd
+
+    def publish(self, jobs: Iterable[Job]) -> list[Job]:
+        """Move these jobs' envelopes into their slots; returns the jobs whose envelope is not
+        here (the caller writes theirs)."""
+        left: list[Job] = []
+        tree, fd = self.tree, self.fd
+        for job in jobs:
+            name = f"{job.id}.json"
+            try:
+                os.rename(name, name, src_dir_fd=fd,
+                          dst_dir_fd=tree._dir_fd(slot_id(job.next_check_at)))
+            except FileNotFoundError:
+                left.append(job)  # not written here, or its slot directory just went
+        return left
+
+    def discard(self) -> None:
+        """Remove what is left (envelopes of rows not added) and the directory."""
+        try:
+            for name in os.listdir(self.fd):
+                os.unlink(name, dir_fd=self.fd)
+        except OSError:
+            pass  # left for doctor
+        finally:
+            os.close(self.fd)
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
 class SlotTree:
     def __init__(self, home: Path):
         self.home = home
@@ -167,6 +211,7 @@ class SlotTree:
         self.rejected = home / "rejected"
         self.locks = home / "locks"
         self.retired = home / ".retired"  # finished slot directories, being deleted
+        self.incoming = home / ".incoming"  # envelopes of a batch whose rows are not committed
         self._made: set[str] = set()
         self._fds: dict[str, int] = {}
 
@@ -254,6 +299,19 @@ class SlotTree:
             self.write(job, isos)
             n += 1
         return n
+
+    def stage(self) -> Staged:
+        """A private directory, out of the slot tree, for the envelopes of a batch written
+        while its rows are being added (see ``Staged``)."""
+        token = os.urandom(6).hex()
+        fd = private_dir_fd(self.home, ".incoming", token)
+        return Staged(self, self.incoming / token, fd)
+
+    def incoming_dirs(self) -> list[Path]:
+        try:
+            return sorted(self.incoming.iterdir())
+        except FileNotFoundError:
+            return []
 
     def remove(self, job_id: str, slot: datetime) -> bool:
         sid = slot_id(slot)

@@ -41,7 +41,7 @@ from .store import (
     check_resolution,
     check_schema_and_integrity,
 )
-from .tree import check_rejected, check_retired, check_tree
+from .tree import check_incoming, check_rejected, check_retired, check_tree
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -52,7 +52,7 @@ Check = Callable[[Ctx], Finding | Iterable[Finding]]
 
 # Checks that read the store, in order, once its schema and integrity are sound.
 STORE_CHECKS: list[Check] = [check_leases, check_resolution, check_tree, check_retired,
-                             check_past_slots, check_last_slot]
+                             check_incoming, check_past_slots, check_last_slot]
 # Checks of files awty keeps beside the store.
 FILE_CHECKS: list[Check] = [check_locks, check_rejected]
 

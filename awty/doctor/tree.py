@@ -87,6 +87,25 @@ def check_retired(ctx: Ctx) -> list[Finding]:
     return out
 
 
+def check_incoming(ctx: Ctx) -> list[Finding]:
+    """A big add writes its envelopes into ``.incoming/<batch>/`` while its rows go in, then
+    moves them into their slots: a directory still there after TEMP_FILE_AGE seconds is an
+    add cut short (its committed rows miss their envelopes: the envelopes check writes them)."""
+    left = Tally()
+    for path in ctx.tree.incoming_dirs():
+        try:
+            age = ctx.now.timestamp() - path.lstat().st_mtime
+        except FileNotFoundError:
+            continue
+        if age > TEMP_FILE_AGE:
+            left.note(path.name)
+            left.attempt(partial(shutil.rmtree, path), ctx.repair)
+    return [left.finding("incoming", "no batch of envelopes left outside the slot tree",
+                         f"batch(es) of envelopes left in .incoming/ for over "
+                         f"{TEMP_FILE_AGE:.0f}s (an add cut short)", ("deletes them", "deleted"),
+                         ctx.repair)]
+
+
 def _check_slot(ctx: Ctx, slot: datetime, in_db: bool, t: _TreeTally) -> None:
     a, sid = ctx.a, slot_id(slot)
     here = ctx.store.slot_ids(slot) if in_db else set()

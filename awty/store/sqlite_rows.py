@@ -25,8 +25,8 @@ STARTED_AT = ("coalesce(started_at, (SELECT s.at FROM job_started s WHERE s.id =
               "AND s.owner = future_job.lease_owner))")
 SELECT_JOB = ("SELECT " + ", ".join(STARTED_AT if c == "started_at" else c for c in JOB_COLUMNS)
               + " FROM future_job")
-INSERT_JOB = (f"INSERT INTO future_job ({', '.join(JOB_COLUMNS)}) "
-              f"VALUES ({', '.join('?' * len(JOB_COLUMNS))})")
+JOB_HEAD = f"INSERT INTO future_job ({', '.join(JOB_COLUMNS)})"
+INSERT_JOB = f"{JOB_HEAD} VALUES ({', '.join('?' * len(JOB_COLUMNS))})"
 HISTORY_COLUMNS = (
     "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
     "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
@@ -113,9 +113,9 @@ def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple])
 
 def job_to_row(j: Job, fingerprint: str | None) -> tuple:
     return (
-        j.id, j.entity_name, j.entity_key, j.kind.value, j.target, j.payload_json,
+        j.id, j.entity_name, j.entity_key, j.kind, j.target, j.payload_json,
         json.dumps(j.headers, separators=(",", ":")) if j.headers else None,
-        iso(j.first_check_at), iso(j.next_check_at), j.check_count, j.attempt, j.status.value,
+        iso(j.first_check_at), iso(j.next_check_at), j.check_count, j.attempt, j.status,
         j.max_checks, j.horizon, j.timeout, j.max_attempts, j.misfire_grace, j.idempotency_key,
         fingerprint, j.cwd, j.lease_owner, opt_iso(j.lease_until), opt_iso(j.created_at),
         opt_iso(j.updated_at), j.last_error, opt_iso(j.started_at),

@@ -69,9 +69,12 @@ def _insert_jobs(c: sqlite3.Connection, rows: list[tuple]) -> None:
     # (dirty pages stay until written; only clean ones go). The rows stay in the order given:
     # sorted by id (random within a millisecond) a slot's rows were strewn over the whole
     # table, and a catch-up of 96 slots ran 1.6x slower than one slot of the same jobs.
+    if len(rows) < BIG_BATCH:
+        c.executemany(INSERT_JOB, rows)
+        return
     (before,) = c.execute("PRAGMA cache_size").fetchone()
     want = len(rows) // 2 + 2048  # KiB
-    if len(rows) < BIG_BATCH or (before < 0 and -before >= want):
+    if before < 0 and -before >= want:
         c.executemany(INSERT_JOB, rows)
         return
     c.execute(f"PRAGMA cache_size = {-want}")

@@ -1,0 +1,123 @@
+"""A big batch's envelopes are written by a helper process (``awty.envwriter``) into
+``<home>/.incoming/<batch>/`` while the batch is validated and inserted, and moved into their
+slots once the rows are committed (issue 12 #3). The rules it keeps: rows first (no envelope
+is in a slot before its row is committed), all or nothing (a refused batch leaves no file
+anywhere), and an envelope the helper did not write is written directly."""
+
+import json
+import subprocess
+from datetime import timedelta
+
+import pytest
+
+import awty.api as api
+from awty.api import Awty
+from awty.clock import FixedClock
+from awty.errors import Conflict, InvalidInput
+from awty.slotdir import envelope_bytes
+from awty.slots import slot_id
+from conftest import T0, db_rows, tree_files
+
+N = 2 * api.STAGE_CHUNK + 300  # staged in chunks, the last part (< a chunk) written directly
+
+
+def _specs(n, **extra):
+    return [{"target": f"https://example.com/{i}", "in": f"{1 + i % 5}h",
+             "payload": {"n": i}, **extra} for i in range(n)]
+
+
+def _incoming(home):
+    path = home / ".incoming"
+    return sorted(p.name for p in path.iterdir()) if path.exists() else []
+
+
+def _writers():
+    """Envelope writers running now (a refused batch must leave none)."""
+    out = subprocess.run(["pgrep", "-f", "envwriter.py"], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def test_a_big_batch_lands_whole_in_its_slots(home, clock):
+    with Awty(home, clock=clock, env={}) as a:
+        added = a.add_many(_specs(N))
+    files = tree_files(home)
+    assert len(files) == N == len(db_rows(home, "future_job"))
+    for r in added[:: N // 7]:
+        path = home / "slots" / slot_id(r.job.next_check_at) / f"{r.job.id}.json"
+        assert path.read_bytes() == envelope_bytes(r.job)
+        assert (path.stat().st_mode & 0o777) == 0o600
+        assert json.loads(path.read_text())["payload"] == r.job.payload
+    assert _incoming(home) == [] and _writers() == []
+
+
+@pytest.mark.parametrize("why", ["a bad line", "a conflict"])
+def test_a_refused_batch_leaves_no_file_anywhere(home, clock, why):
+    with Awty(home, clock=clock, env={}) as a:
+        if why == "a conflict":
+            a.add("https://example.com/other", in_="1h", idempotency_key="k")
+            specs = _specs(N)
+            specs[-1] = {**specs[-1], "idempotency_key": "k"}  # names another job: refused
+            with pytest.raises(Conflict):
+                a.add_many(specs)
+            kept = 1
+        else:
+            specs = _specs(N)
+            specs[-5] = {"target": "https://example.com/x", "in": "soon"}
+            with pytest.raises(InvalidInput, match=f"line {N - 4}"):
+                a.add_many(specs)
+            kept = 0
+    assert len(db_rows(home, "future_job")) == kept == len(tree_files(home))
+    assert _incoming(home) == [] and _writers() == []
+
+
+def test_envelopes_are_written_directly_when_the_writer_cannot_start(home, clock,
+                                                                     monkeypatch):
+    real = subprocess.Popen
+
+    def refuse(args, *a, **kw):
+        if any("envwriter" in str(x) for x in args):
+            raise OSError("no processes left")
+        return real(args, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    with Awty(home, clock=clock, env={}) as a:
+        a.add_many(_specs(N))
+    assert len(tree_files(home)) == N and _incoming(home) == []
+
+
+def test_envelopes_are_written_directly_when_the_writer_dies(home, clock, monkeypatch):
+    # A writer that ends at once: every chunk it was sent is lost, and written after the commit.
+    real_start = api._Staging._start
+
+    def short_lived(self):
+        ok = real_start(self)
+        if ok:
+            self.proc.kill()
+            self.proc.wait()
+        return ok
+
+    monkeypatch.setattr(api._Staging, "_start", short_lived)
+    with Awty(home, clock=clock, env={}) as a:
+        added = a.add_many(_specs(N))
+    files = set(tree_files(home))
+    assert len(files) == N and _incoming(home) == []
+    assert all(f"{slot_id(r.job.next_check_at)}/{r.job.id}.json" in files for r in added)
+
+
+def test_doctor_deletes_a_batch_left_by_an_add_cut_short(home, clock):
+    with Awty(home, clock=clock, env={}) as a:
+        a.add_many(_specs(10))
+        left = home / ".incoming" / "0123456789ab"
+        left.mkdir(parents=True)
+        (left / "01KXXXXXXXXXXXXXXXXXXXXXXX.json").write_text("{}")
+    from awty.doctor import diagnose
+
+    later = FixedClock(T0 + timedelta(days=365 * 10))  # the directory is old by then
+    with Awty(home, clock=later, env={}) as a:
+        found = [f for f in diagnose(a, env={}, which=lambda _: None).findings
+                 if f.check == "incoming"]
+        assert found and not found[0].ok
+        fixed = [f for f in diagnose(a, repair=True, env={}, which=lambda _: None).findings
+                 if f.check == "incoming"]
+        assert fixed[0].repaired
+    assert not left.exists() and len(tree_files(home)) == 10
