@@ -15,7 +15,6 @@ import binascii
 import hashlib
 import hmac
 import os
-import secrets
 import stat
 from collections.abc import Mapping
 from datetime import datetime
@@ -59,6 +58,8 @@ def new_secret(nbytes: int = 32) -> str:
     """A fresh secret in the Standard Webhooks form: ``whsec_`` + base64 of 24–32 random bytes."""
     if not 24 <= nbytes <= 64:
         raise ValueError("a secret should have 24 to 64 random bytes")
+    import secrets  # only `awty secret new` needs it: not every run's start
+
     return PREFIX + base64.b64encode(secrets.token_bytes(nbytes)).decode("ascii")
 
 

@@ -21,8 +21,9 @@ import base64
 import ipaddress
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
+
+from ..record import Record, _draft, _seal
 
 MAX_CONNECT_REPLY = 16 * 1024  # bytes of a CONNECT answer's head
 
@@ -31,23 +32,40 @@ class ProxyError(Exception):
     """The proxy could not be used (refused the tunnel, answered nonsense, bad setting)."""
 
 
-@dataclass(frozen=True)
-class Proxy:
+class Proxy(Record):
+    __slots__ = ("host", "port", "auth", "error")
     host: str
     port: int
     auth: str | None  # the Proxy-Authorization value
-    error: str | None = None  # a setting awty cannot use: every job through it says so
+    error: str | None  # a setting awty cannot use: every job through it says so
+
+    def __new__(cls, host: str, port: int, auth: str | None,
+                error: str | None = None) -> Proxy:
+        s = _draft(cls)
+        s.host = host
+        s.port = port
+        s.auth = auth
+        s.error = error
+        return _seal(s, cls)
 
     @property
     def auth_line(self) -> str:
         return f"Proxy-Authorization: {self.auth}\r\n" if self.auth else ""
 
 
-@dataclass(frozen=True)
-class Proxies:
+class Proxies(Record):
+    __slots__ = ("http", "https", "no_proxy")
     http: Proxy | None
     https: Proxy | None
     no_proxy: tuple[str, ...]
+
+    def __new__(cls, http: Proxy | None, https: Proxy | None,
+                no_proxy: tuple[str, ...]) -> Proxies:
+        s = _draft(cls)
+        s.http = http
+        s.https = https
+        s.no_proxy = no_proxy
+        return _seal(s, cls)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Proxies:

@@ -52,7 +52,7 @@ def open_lock_file(path: Path) -> int:
     return fd
 
 
-def _try_flock(fd: int, how: int) -> bool:
+def try_flock(fd: int, how: int) -> bool:
     try:
         fcntl.flock(fd, how | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -119,7 +119,7 @@ class OwnerSessions:
         path = self._path(owner)
         fd = open_lock_file(path)
         try:
-            if not _try_flock(fd, fcntl.LOCK_EX):
+            if not try_flock(fd, fcntl.LOCK_EX):
                 raise StoreError(f"owner {owner} already has a session")
             try:
                 yield
@@ -140,7 +140,7 @@ class OwnerSessions:
         except OSError:
             return None
         try:
-            if _try_flock(fd, fcntl.LOCK_SH):
+            if try_flock(fd, fcntl.LOCK_SH):
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 return False
             return True
@@ -170,7 +170,7 @@ class FlockSlotLock:
             steps.append((self.shard_path, fcntl.LOCK_EX))
         for path, how in steps:
             fd = open_lock_file(path)
-            if not _try_flock(fd, how):
+            if not try_flock(fd, how):
                 os.close(fd)
                 self._blocked_by = path
                 self.release()
