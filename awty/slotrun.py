@@ -1,19 +1,22 @@
 """One run of one slot's claims: claim -> start -> execute -> record.
 
-Store calls (claim, start, finish) run on one store thread, in order, while the event loop
-keeps callbacks in flight: the next batch is claimed before the current one runs dry, the next
-chunk is marked started before the current one is sent, and a batch's results are written while
-the next one is being sent. SQLite and the file system release the GIL, so the two overlap.
-The first claim takes one chunk, and the next batch's claim waits for a first answer (or for
-reconciling to be due): a batch's rows become Jobs under the GIL, which the first chunk's
-connects would wait on.
+Store calls are futures on the run's event loop (``RunStore.call``): claims and starts go
+through one thread (``io``), results through another (``rec_io``), so a batch's write never
+holds up the start of the next chunk; once a slot proves big (a claim comes back full, setting
+``store_process``), the same calls go to a store process on the other core (store/remote.py)
+and the threads only fall back to if it ends. Meanwhile the loop keeps callbacks in flight: the
+next batch is claimed before the current one runs dry, the next chunk is marked started before
+the current one is sent (a start covers ``START_LEAD`` seconds of sending at the run's rate so
+far), and a batch's results are written while the next one is being sent. The first claim takes
+one chunk, and the next batch's claim waits for a first answer (or for reconciling to be due): a
+batch's rows become Jobs under the GIL, which the first chunk's connects would wait on.
 
-The slot tree is reconciled (``prepare``: drop-ins imported, orphans removed) on the same store
-thread, queued once the first callback is answered (or ``PREPARE_AFTER`` after the first chunk
-was started): the rest is sent while it runs. It sees this run's claims as rows of the slot
-(their files are not orphans, whatever their rows became since), and the slot counts as empty
-only once a claim made after it comes back empty, so an imported drop-in still fires in this
-run.
+The slot tree is reconciled (``prepare``: drop-ins imported, orphans removed) on a thread of
+its own (``prep_io``, always the run's own store), queued once the first callback is answered
+(or ``PREPARE_AFTER`` after the first chunk was started): the rest is sent while it runs. It
+sees this run's claims as rows of the slot (their files are not orphans, whatever their rows
+became since), and the slot counts as empty only once a claim made after it comes back empty,
+so an imported drop-in still fires in this run.
 
 A claimed job is sent only after ``Store.start`` returned it, just before sending: a job
 cancelled or rescheduled since its claim is not returned, and never sent (lazy cancel).

@@ -2,15 +2,16 @@
 
 In one process, the store's work shares the GIL with the event loop that sends: the two took
 turns, and a run used one core of two. Here the store's Python and SQLite (or psycopg) work
-runs in a child process on the other core; the runner's store thread only sends a request and
-waits on a socket for the answer (GIL released). The child opens the same store as the parent
-(``Store.spec``), so it keeps every rule of the store contract: the rows are what decide.
+runs in a child process on the other core; the run's event loop only writes a request and
+reads the answer when its socket is readable, like any other connection. The child opens the
+same store as the parent (``Store.spec``), so it keeps every rule of the store contract: the
+rows are what decide.
 
 Protocol: length-prefixed pickles over a socketpair (the child's end is its stdin; it inherits
 no other descriptor, so no lock of the parent's). Each request carries a number its answer
-repeats: the run's claim/start thread and its record thread call at the same time, and the
-child answers starts, then claims, before writing results (one store, one request at a time),
-so that the jobs ready to send never wait in line behind a batch's write. Jobs and decisions
+repeats: a run has claims, starts and a batch's results under way at once, and the child
+answers starts, then claims, before writing results (one store, one request at a time), so
+that the jobs ready to send never wait in line behind a batch's write. Jobs and decisions
 travel as plain tuples (the child keeps the Jobs it claimed and is sent only their ids back);
 errors as the store's own AwtyError classes.
 
