@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import zlib
 
-# A ULID in Crockford base32 (no I, L, O, U): 26 characters, text order is creation order.
+# A ULID in Crockford base32 (no I, L, O, U): 26 characters, time first (a job's first due time).
 ID_CHARS = "0-9A-HJKMNP-TV-Z"
 ID = re.compile(rf"[{ID_CHARS}]{{26}}")
 ID_PREFIX = re.compile(rf"[{ID_CHARS}]{{1,26}}")

@@ -75,7 +75,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
     if job_id is not None and (not isinstance(job_id, str) or not is_id(job_id)):
         raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
     job = Job(
-        id=job_id or new_id(now), kind=kind, target=target, payload_json=payload_json,
+        id=job_id or new_id(first), kind=kind, target=target, payload_json=payload_json,
         headers=headers, entity_name=_text(spec, "entity"), entity_key=_text(spec, "key"),
         first_check_at=first, next_check_at=slot,
         status=Status.PENDING,

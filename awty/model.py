@@ -506,13 +506,16 @@ _SHIFTS = range(120, -10, -10)
 _random = bytearray()  # os.urandom bytes not yet used: one system call per 400 ids, not each
 
 
-def new_id(now: datetime) -> str:
+def new_id(at: datetime) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, in Crockford base32 (26
-    characters). Text order is creation order, which gives a slot its deterministic firing
-    order."""
+    characters). Jobs take ``at`` = their first due time, not the time they were added: a
+    slot's ids are then adjacent in every index keyed by id, so a run deletes and records its
+    jobs in a few neighbouring pages, not one page per job scattered across a large home (the
+    WAL checkpoint after a 1,000-job run at 1,000,000 pending went from ~1.6x to ~1.0x an
+    empty home's). Text order is the deterministic firing order within a slot."""
     if len(_random) < 10:
         _random[:] = os.urandom(4000)
     r = int.from_bytes(_random[-10:], "big")
     del _random[-10:]
-    n = (int(now.timestamp() * 1000) << 80) | r
+    n = (int(at.timestamp() * 1000) << 80) | r
     return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])

@@ -2,7 +2,7 @@
 recorded in ``<schema>.schema_version``; ``awty init`` applies the missing ones.
 
 Text uses ``{s}`` for the quoted schema name. Times are ``timestamptz`` truncated to whole
-seconds by the store; ids are ``COLLATE "C"`` so that text order is creation order;
+seconds by the store; ids are ``COLLATE "C"`` so that text order is ULID (time) order;
 ``shard_key`` is crc32(id) so that ``shard_key % n`` is exactly
 ``ids.shard_of(id, n)``; ``lease_key`` is the owner's advisory-lock key (see postgres.py).
 

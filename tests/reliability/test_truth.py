@@ -30,7 +30,7 @@ def _fill(home, url, n, **spec):
     with Awty(home, clock=FixedClock(T0), env={}) as a:
         added = a.add_many([{"target": url, "in": "1m", "payload": {"n": i}, **spec}
                             for i in range(n)])
-    # Firing order is id order (ids made in one millisecond are not in creation order).
+    # Firing order is id order (ids of one due millisecond differ only by their random part).
     return sorted(r.job.id for r in added), added[0].job.next_check_at
 
 

@@ -29,7 +29,7 @@ _ids = itertools.count()
 
 
 def _next_id() -> str:
-    # Ids in creation order, as the ULIDs of real adds are.
+    # Ids in time order, as the ULIDs of real adds are.
     return new_id(datetime(2026, 11, 1, tzinfo=UTC) + timedelta(milliseconds=next(_ids)))
 
 
