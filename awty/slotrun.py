@@ -22,7 +22,8 @@ A claimed job is sent only after ``Store.start`` returned it, just before sendin
 cancelled or rescheduled since its claim is not returned, and never sent (lazy cancel).
 
 Decisions are written per batch and at least every ``FLUSH_EVERY`` seconds, so a SIGKILL sends
-again at most the callbacks in flight plus about that much of deliveries. SIGTERM and SIGINT
+again at most the callbacks in flight plus about that much of deliveries; sending pauses while
+two batches of decisions wait to be written (a store slower than the wire). SIGTERM and SIGINT
 stop gracefully: no more claims or sends, the requests in flight finish (each bounded by its
 timeout), every result is recorded, the unsent claims are given back, and ``Interrupted``
 is raised (exit 143 / 130): a graceful stop sends nothing twice.
@@ -111,6 +112,11 @@ class SlotRun:
         self.decisions: list[Decision] = []
         self.executions: list[Execution] = []
         self.writes: list[asyncio.Future] = []
+        # Decisions not yet written (buffered or in a write under way). Sending pauses at two
+        # batches: a store slower than the wire (a busy disk, a loaded core) would otherwise
+        # let results pile up in memory, each one a callback a SIGKILL would send again.
+        self.unrecorded = 0
+        self.record_cap = 2 * max(1, settings.batch_size)
         self.limit = max(1, settings.concurrency)  # jobs in flight at most
         self.inflight = 0
         self.pumping = False
@@ -160,14 +166,19 @@ class SlotRun:
         # would send them all again once the leases expire. Keep trying (each try waits the
         # busy timeout) for half a lease; after that the leases decide.
         give_up = monotonic() + self.lease / 2
-        while True:
-            try:
-                applied = await self.store.call(self.rec_io, "finish", batch, owner=self.owner,
-                                                now=self.clock.now(), executions=executions)
-                break
-            except Busy:
-                if monotonic() >= give_up:
-                    raise
+        try:
+            while True:
+                try:
+                    applied = await self.store.call(self.rec_io, "finish", batch,
+                                                    owner=self.owner, now=self.clock.now(),
+                                                    executions=executions)
+                    break
+                except Busy:
+                    if monotonic() >= give_up:
+                        raise
+        finally:
+            self.unrecorded -= len(batch)
+            self._pump()
         await self.loop.run_in_executor(self.rec_io, self.recorded, applied)
 
     # -- on the event loop --------------------------------------------------------------------
@@ -282,7 +293,8 @@ class SlotRun:
         self.pumping = True
         try:
             ready = self.ready
-            while ready and self.inflight < self.limit and not self.halted:
+            while (ready and self.inflight < self.limit and not self.halted
+                   and self.unrecorded < self.record_cap):
                 job = ready.popleft()
                 if len(ready) < self.start_size:
                     self._kick_start()  # the next chunk is started while this one is sent
@@ -290,7 +302,8 @@ class SlotRun:
                 if self.first_sent is None:
                     self.first_sent = monotonic()
                 self.execute(job, self.executions, self._done)
-            if not ready and not self.halted and self.inflight < self.limit:
+            if (not ready and not self.halted and self.inflight < self.limit
+                    and self.unrecorded < self.record_cap):
                 # room to send and nothing ready (a worker idle, in a runner with tasks)
                 if self._kick_start() is None:
                     self._kick_claim()
@@ -321,6 +334,7 @@ class SlotRun:
             if self.holding:
                 self._release_hold()
             self.decisions.append(outcome)
+            self.unrecorded += 1
             if self.preparing is None:
                 self._kick_prepare()
             if self.on_job is not None:

@@ -4,7 +4,8 @@
   unsent claims are given back at once (no lease to wait for), exit 143 / 130; the next run
   sends the rest, and nothing is sent twice.
 - SIGKILL sends again at most what was in flight plus about 0.25 s of deliveries (decisions
-  are written at least every 250 ms, not only per 1,000-job batch).
+  are written at least every 250 ms, not only per 1,000-job batch); with a store slower than
+  the wire, sending pauses while two batches of results wait to be written.
 - An unreadable signing secret stops the run before anything is claimed.
 """
 
@@ -109,3 +110,32 @@ def test_an_unreadable_secret_stops_the_run_before_claiming(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr, res
     assert set(query(home, "SELECT status, lease_owner FROM future_job")) == {("pending", None)}
     assert json.loads(res.stdout or "{}") == {}
+
+
+def test_a_store_slower_than_the_wire_holds_sending_back(tmp_path, monkeypatch):
+    """Results a slow store has not written yet are callbacks a SIGKILL would send again, and
+    memory: sending pauses while two batches of them wait (a store 0.1 s per write here)."""
+    from awty.store.sqlite import SQLiteStore
+
+    batch, conc, n = 50, 8, 600
+    home = tmp_path / "home"
+    exposed: list[int] = []
+    written = [0]
+    finish = SQLiteStore.finish
+
+    with Receiver(keep=False) as rx:
+        def slow_finish(self, decisions, **kw):
+            exposed.append(rx.total - written[0])  # sent, result not yet in the store
+            time.sleep(0.1)
+            applied = finish(self, decisions, **kw)
+            written[0] += len(decisions)
+            return applied
+
+        monkeypatch.setattr(SQLiteStore, "finish", slow_finish)
+        ids, slot = _fill(home, rx.url("/slow-store"), n)
+        with Awty(home, clock=FixedClock(slot + timedelta(seconds=1)), env={},
+                  batch_size=batch, concurrency=conc, store_process="off") as a:
+            summary = a.run_slot(slot)
+        assert summary.ran == n and rx.total == n
+    assert max(exposed) <= 2 * batch + conc, exposed
+    assert query(home, "SELECT count(*) FROM job_history")[0][0] == n
