@@ -51,6 +51,7 @@ class Report:
         self.notable: list[tuple[str, float]] = []
         self.facts: list[tuple[str, str]] = []
         self.profiles: list[str] = []
+        self.why: list[str] = []  # a missed target's explanation (bench/whynot.py), each
 
     def row(self, key: str, label: str, unit: str, target: str = "—",
             check: Callable[[float], bool] | None = None, fmt: str = "{:,.0f}") -> Row:
@@ -122,6 +123,8 @@ def write_markdown(rep: Report, path: Path, title: str) -> None:
         if cells[-1] == "NO":
             cells[-1] = "**NO**"
         lines.append("| " + " | ".join(cells) + " |")
+    if rep.why:
+        lines += ["", "## Targets not met, and why", ""] + [f"- {w}" for w in rep.why]
     from .peers.table import carry
 
     if (peers := carry(path)) is not None:  # `--peers` figures stay until it runs again

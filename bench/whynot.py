@@ -1,0 +1,48 @@
+"""Why a target is missed: the team's latest explanation for each row that may miss its target,
+and what was tried. The bench decides met or not from the measurement; this text is printed
+beside a miss only (a row that meets its target shows nothing from here). Keep it current when
+the code under a row changes."""
+
+from __future__ import annotations
+
+_RUN = (
+    "The store process bounds a big run: ~62–65 µs of CPU per job (the claim's UPDATE "
+    "rewriting each row, the WAL frames of each commit, the history and event rows), about "
+    "15,000 jobs/s whatever the event loop does (~35 µs a callback). Done this round: no task "
+    "per callback, start marks in a side table, multi-row history inserts, the store's work in "
+    "a process of its own (a run had used one core of two). Tried and taken out (slower): "
+    "finish in smaller transactions, background PASSIVE checkpoints, multi-row job inserts; GC "
+    "tuning changed nothing. Next: leases in a side table (a claim writes no job row), a "
+    "first-try success's execution folded into its history row, claims as id ranges.")
+_ADD = (
+    "Creating each envelope file costs 16–30 µs of kernel time here (more while other work "
+    "writes to the disk) and the batch's validation and inserts ~35 µs a job. The files are "
+    "written by a helper process beside the inserts (awty/envwriter.py); a thread was slower "
+    "(the GIL after every system call) and so were several helpers (ext4 serialises creation "
+    "in one directory). Next: fewer files (one envelope file per batch and slot, which the "
+    "slot tree's format would have to allow).")
+
+WHY: dict[str, str] = {
+    "add_many": _ADD,
+    "add_batch": _ADD + " `add --batch` adds reading and parsing the JSON lines.",
+    "ratio_bare": _RUN + " At 10,000 jobs the store process starts after the first full "
+    "claim, so part of the run is still on one core.",
+    "cli_rate": _RUN,
+    "cli_ratio": _RUN,
+    "add_median": "Start-up: the interpreter (~12 ms), the standard library modules the add "
+    "path needs, and opening the home.",
+    "cli_first_10000": "Start-up: importing asyncio and uvloop (~35–40 ms) before anything "
+    "is sent.",
+    "cli_first_100000": "Start-up: importing asyncio and uvloop (~35–40 ms) before anything "
+    "is sent.",
+    "flat_ratio": "The WAL checkpoint in close() writes back the pages a run touched; ids of "
+    "the first due time keep a slot's rows together in the id index.",
+    "flat_last_ratio": "A slot's rows sit together in every index (ids of the first due time, "
+    "the entity index led by next_check_at); what is left is the noise of 40 ms runs.",
+    "rss": "Results waiting to be written are held until written, at most two batches.",
+}
+
+
+def explain(key: str, label: str) -> str:
+    why = WHY.get(key)
+    return f"**{label}**: " + (why if why else "no explanation recorded yet (bench/whynot.py).")
