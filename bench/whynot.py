@@ -18,8 +18,7 @@ _ADD = (
     "Creating each envelope file costs 16–30 µs of kernel time here (more while other work "
     "writes to the disk) and the batch's validation and inserts ~35 µs a job. The files are "
     "written by a helper process beside the inserts (awty/envwriter.py); a thread was slower "
-    "(the GIL after every system call) and so were several helpers (ext4 serialises creation "
-    "in one directory). Next: fewer files (one envelope file per batch and slot, which the "
+    "(it waited on the GIL after every system call: 62 µs a file). Next: fewer files (one envelope file per batch and slot, which the "
     "slot tree's format would have to allow).")
 
 WHY: dict[str, str] = {
@@ -39,7 +38,11 @@ WHY: dict[str, str] = {
     "the first due time keep a slot's rows together in the id index.",
     "flat_last_ratio": "A slot's rows sit together in every index (ids of the first due time, "
     "the entity index led by next_check_at); what is left is the noise of 40 ms runs.",
-    "rss": "Results waiting to be written are held until written, at most two batches.",
+    "rss": "The peak depends on what ran before: 111–116 MiB for the 100,000-job run alone "
+    "(`--only rss`), 139–163 MiB after the bench's catch-up section, and 123 MiB there with "
+    "MALLOC_ARENA_MAX=1: glibc's per-thread malloc arenas (the run's store, record and "
+    "reconcile threads) are the likely cause, not found for sure yet. Results waiting to be "
+    "written were another cause (no bound before this round): now at most two batches.",
 }
 
 

@@ -175,3 +175,24 @@ def test_sigterm_to_the_process_group_still_records_through_the_store_process(tm
         assert again.returncode == 0, again.stderr
         delivered = rx.counts()
     assert account(home, ids, now, delivered=delivered)["duplicates"] == 0
+
+
+def test_a_claimed_job_crosses_to_the_runner_whole():
+    """Every field of a Job but its claim (status, lease, start) travels through the process
+    boundary: a field added to Job and not to job_out/job_in fails here, not in a run."""
+    from datetime import UTC, datetime
+
+    from awty.model import Job, Kind, Status
+
+    t = datetime(2026, 11, 24, 9, 15, tzinfo=UTC)
+    claim = {"status": Status.IN_FLIGHT, "lease_owner": "host:1:abc",
+             "lease_until": t + timedelta(minutes=5), "started_at": None}
+    values = {f: f"v-{f}" for f in Job._fields}
+    values.update(kind=Kind.EXEC, headers={"x-a": "1"}, first_check_at=t,
+                  next_check_at=t + timedelta(minutes=15), check_count=2, attempt=3,
+                  max_checks=4, max_attempts=5, horizon=86400.0, timeout=30.0,
+                  misfire_grace=60.0, created_at=t, updated_at=t, env={"A": "b"}, **claim)
+    job = Job(**values)
+    back = remote.job_in(remote.job_out(job), claim["lease_owner"], claim["lease_until"])
+    assert back == job
+    assert len(remote.job_out(job)) == len(Job._fields) - len(claim)
