@@ -39,10 +39,12 @@ WHY: dict[str, str] = {
     "flat_last_ratio": "A slot's rows sit together in every index (ids of the first due time, "
     "the entity index led by next_check_at); what is left is the noise of 40 ms runs.",
     "rss": "The peak depends on what ran before: 111–116 MiB for the 100,000-job run alone "
-    "(`--only rss`), 139–163 MiB after the bench's catch-up section, and 123 MiB there with "
-    "MALLOC_ARENA_MAX=1: glibc's per-thread malloc arenas (the run's store, record and "
-    "reconcile threads) are the likely cause, not found for sure yet. Results waiting to be "
-    "written were another cause (no bound before this round): now at most two batches.",
+    "(`--only rss`), 139–163 MiB after the bench's catch-up section, 123–127 MiB there with "
+    "MALLOC_ARENA_MAX=1 or 2 (139 MiB without, same sitting): glibc's per-thread malloc "
+    "arenas (the run's store, record and reconcile threads) are part of it, the rest is not "
+    "explained yet. Results waiting to be written were another cause (no bound before this "
+    "round): now at most two batches. Next: fewer threads once the store process is up, or "
+    "the arena limit set by the runner.",
 }
 
 
