@@ -200,22 +200,22 @@ class Runner:
         opts = RunOptions(misfire=MisfirePolicy.FIRE)  # asked for by hand: late is fine
         executors: dict[Kind, Any] = {}
         owner = new_owner()
-        run = IdsRun(
-            ids, store=None, clock=self.clock, settings=self.s,  # type: ignore[arg-type]
-            slot=current_slot(self.clock.now(), self.s.resolution), owner=owner,
-            summary=summary,
-            # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
-            execute=Executing(self, None, opts, executors),
-            recorded=lambda applied: self._recorded_ids(applied, summary),
-            on_job=self._on_job())
+        claimed: dict[str, datetime] = {}  # id -> the slot it was claimed from
 
         async def drive() -> None:
-            # a few named jobs: their own store, no store process
-            run.store = RunStore(self.store, "off", self.s.batch_size,
-                                 asyncio.get_running_loop())
+            run = IdsRun(
+                ids, clock=self.clock, settings=self.s, owner=owner, summary=summary,
+                # a few named jobs: their own store, no store process
+                store=RunStore(self.store, "off", self.s.batch_size, asyncio.get_running_loop()),
+                slot=current_slot(self.clock.now(), self.s.resolution),
+                # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
+                execute=Executing(self, None, opts, executors),
+                recorded=lambda applied: self._recorded_ids(applied, summary),
+                on_job=self._on_job())
             try:
                 await run.run()
             finally:
+                claimed.update(run.claimed_slots)
                 for ex in executors.values():
                     await ex.close()
 
@@ -225,7 +225,7 @@ class Runner:
                 _run_async(drive())
         finally:
             summary.seconds = monotonic() - started
-            self._settle_ids(run.claimed_slots, summary)
+            self._settle_ids(claimed, summary)
         self._log_slot(summary)
         return summary
 

@@ -27,6 +27,17 @@ FULL = os.environ.get("AWTY_FULL", "") not in ("", "0")
 OUTCOMES = {"done", "gone", "cancelled", "failed", "expired"}
 
 
+def fill_slot(home: Path, url: str, n: int, now: datetime,
+              **settings: object) -> tuple[list[str], datetime]:
+    """``n`` jobs to ``url``, all due one minute after ``now`` (one slot): their ids and slot."""
+    from awty.api import Awty
+    from awty.clock import FixedClock
+
+    with Awty(home, clock=FixedClock(now), env={}, **settings) as a:
+        added = a.add_many([{"target": url, "in": "1m", "payload": {"n": i}} for i in range(n)])
+    return [r.job.id for r in added], added[0].job.next_check_at
+
+
 def scale(ci: int, full: int) -> int:
     """``ci`` in the normal run (CI), ``full`` under AWTY_FULL=1."""
     return full if FULL else ci

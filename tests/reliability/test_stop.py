@@ -19,7 +19,7 @@ from datetime import timedelta
 
 import pytest
 from conftest import T0
-from relkit import account, cli_env, query, run_cli, scale, spawn
+from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn
 
 from awty.api import Awty
 from awty.clock import FixedClock
@@ -30,18 +30,12 @@ pytestmark = pytest.mark.reliability
 CONCURRENCY = 16
 
 
-def _fill(home, url, n):
-    with Awty(home, clock=FixedClock(T0), env={}) as a:
-        added = a.add_many([{"target": url, "in": "1m", "payload": {"n": i}} for i in range(n)])
-    return [r.job.id for r in added], added[0].job.next_check_at
-
-
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_gracefully_and_nothing_is_sent_twice(tmp_path, sig, code):
     n = scale(600, 3000)
     home = tmp_path / "home"
     with Receiver(delay=0.05, keep=False) as rx:
-        ids, slot = _fill(home, rx.url("/stop"), n)
+        ids, slot = fill_slot(home, rx.url("/stop"), n, T0)
         now = slot + timedelta(seconds=1)
         env = cli_env(home, now, concurrency=CONCURRENCY)
         p = spawn(["run-slot", slot_id(slot), "--json"], env)
@@ -72,7 +66,7 @@ def test_sigkill_resends_at_most_in_flight_plus_a_quarter_second(tmp_path):
     n = scale(1500, 3000)
     home = tmp_path / "home"
     with Receiver(delay=0.05, keep=False) as rx:
-        ids, slot = _fill(home, rx.url("/kill"), n)
+        ids, slot = fill_slot(home, rx.url("/kill"), n, T0)
         now = slot + timedelta(seconds=1)
         p = spawn(["run-slot", slot_id(slot)], cli_env(home, now, concurrency=CONCURRENCY))
         try:
@@ -102,7 +96,7 @@ def test_sigkill_resends_at_most_in_flight_plus_a_quarter_second(tmp_path):
 def test_an_unreadable_secret_stops_the_run_before_claiming(tmp_path):
     home = tmp_path / "home"
     with Receiver() as rx:
-        ids, slot = _fill(home, rx.url("/s"), 20)
+        ids, slot = fill_slot(home, rx.url("/s"), 20, T0)
         env = cli_env(home, slot + timedelta(seconds=1),
                       signing_secret_file=str(tmp_path / "missing"))
         res = run_cli(["run-slot", slot_id(slot), "--json"], env)
@@ -132,7 +126,7 @@ def test_a_store_slower_than_the_wire_holds_sending_back(tmp_path, monkeypatch):
             return applied
 
         monkeypatch.setattr(SQLiteStore, "finish", slow_finish)
-        ids, slot = _fill(home, rx.url("/slow-store"), n)
+        ids, slot = fill_slot(home, rx.url("/slow-store"), n, T0)
         with Awty(home, clock=FixedClock(slot + timedelta(seconds=1)), env={},
                   batch_size=batch, concurrency=conc, store_process="off") as a:
             summary = a.run_slot(slot)

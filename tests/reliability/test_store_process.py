@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import T0
-from relkit import account, cli_env, query, run_cli, scale, spawn, wait_until
+from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn, wait_until
 
 import awty.store.remote as remote
 from awty.api import Awty
@@ -29,12 +29,6 @@ from awty.slots import slot_id
 from awty.testing.receiver import Receiver
 
 pytestmark = pytest.mark.reliability
-
-
-def _fill(home, url, n, **kw):
-    with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
-        added = a.add_many([{"target": url, "in": "1m", "payload": {"n": i}} for i in range(n)])
-    return [r.job.id for r in added], added[0].job.next_check_at
 
 
 def _watch_remotes(monkeypatch) -> list[remote.RemoteStore]:
@@ -107,7 +101,7 @@ def test_the_store_process_killed_mid_run_loses_nothing(home, monkeypatch):
 
     settings = dict(store_process="on", batch_size=50, concurrency=16, lease="60s")
     with Receiver(on_request=on_request, delay=0.002, keep=False) as rx:
-        ids, slot = _fill(home, rx.url("/k"), n)
+        ids, slot = fill_slot(home, rx.url("/k"), n, T0)
         now = slot + timedelta(seconds=1)
         with Awty(home, clock=FixedClock(now), env={}, **settings) as a:
             s = a.run_slot(slot)
@@ -128,7 +122,7 @@ def test_a_killed_runner_leaves_no_store_process(tmp_path):
     n = scale(3000, 10000)
     home = tmp_path / "home"
     with Receiver(delay=0.01, keep=False) as rx:
-        ids, slot = _fill(home, rx.url("/k"), n)
+        ids, slot = fill_slot(home, rx.url("/k"), n, T0)
         now = slot + timedelta(seconds=1)
         env = cli_env(home, now, store_process="on", concurrency=16, batch_size=100)
         p = spawn(["run-slot", slot_id(slot)], env)
@@ -153,7 +147,7 @@ def test_sigterm_to_the_process_group_still_records_through_the_store_process(tm
     n = scale(3000, 10000)
     home = tmp_path / "home"
     with Receiver(delay=0.02, keep=False) as rx:
-        ids, slot = _fill(home, rx.url("/t"), n)
+        ids, slot = fill_slot(home, rx.url("/t"), n, T0)
         now = slot + timedelta(seconds=1)
         env = cli_env(home, now, store_process="on", concurrency=16, batch_size=100)
         p = spawn(["run-slot", slot_id(slot), "--json"], env, start_new_session=True)
