@@ -481,6 +481,7 @@ class _Staging:
         self.staged: Staged | None = None
         self.proc: Any = None  # the writer's subprocess.Popen; False: it could not start
         self.isos: dict[datetime, str] = {}
+        self.sids: dict[datetime, str] = {}
 
     def write(self, jobs: builtins.list[Job]) -> None:
         if self.staged is None and (self.proc is False or not self._start()):
@@ -489,8 +490,14 @@ class _Staging:
         import struct
 
         from .slotdir import envelope_bytes
+        from .slots import slot_id
 
-        data = pickle.dumps([(f"{j.id}.json", envelope_bytes(j, self.isos)) for j in jobs], 5)
+        sids = self.sids
+        for j in jobs:
+            if j.next_check_at not in sids:
+                sids[j.next_check_at] = slot_id(j.next_check_at)
+        data = pickle.dumps([(f"{sids[j.next_check_at]}/{j.id}.json",
+                              envelope_bytes(j, self.isos)) for j in jobs], 5)
         try:
             self.proc.stdin.write(struct.pack("!I", len(data)) + data)
         except OSError:

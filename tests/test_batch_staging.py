@@ -5,6 +5,7 @@ is in a slot before its row is committed), all or nothing (a refused batch leave
 anywhere), and an envelope the helper did not write is written directly."""
 
 import json
+import shutil
 import subprocess
 from datetime import timedelta
 
@@ -121,3 +122,52 @@ def test_doctor_deletes_a_batch_left_by_an_add_cut_short(home, clock):
                  if f.check == "incoming"]
         assert fixed[0].repaired
     assert not left.exists() and len(tree_files(home)) == 10
+
+
+def test_a_slot_without_a_directory_gets_the_staged_one_whole(home, clock):
+    # The staged <slot id>/ directory is renamed into slots/ in one step: its files are the
+    # batch's, private, and nothing is left behind in .incoming.
+    with Awty(home, clock=clock, env={}) as a:
+        added = a.add_many(_specs(N))
+    slots = {slot_id(r.job.next_check_at) for r in added}
+    assert len(slots) == 5
+    for sid in slots:
+        path = home / "slots" / sid
+        assert (path.stat().st_mode & 0o777) == 0o700
+        assert sorted(p.name for p in path.iterdir()) == sorted(
+            f"{r.job.id}.json" for r in added if slot_id(r.job.next_check_at) == sid)
+    assert _incoming(home) == []
+
+
+def test_a_slot_that_has_files_keeps_them_and_gains_the_batch(home, clock):
+    with Awty(home, clock=clock, env={}) as a:
+        before = a.add("https://example.com/before", in_="1h")
+        added = a.add_many(_specs(N))
+    sid = slot_id(before.job.next_check_at)
+    names = sorted(p.name for p in (home / "slots" / sid).iterdir())
+    assert names == sorted([f"{before.job.id}.json"] + [
+        f"{r.job.id}.json" for r in added if slot_id(r.job.next_check_at) == sid])
+    assert len(tree_files(home)) == N + 1 == len(db_rows(home, "future_job"))
+    assert _incoming(home) == []
+
+
+@pytest.mark.parametrize("slots_there", [True, False])
+def test_repeats_of_existing_jobs_leave_no_envelope_in_a_slot(home, clock, slots_there):
+    # A batch whose keys name jobs already added: the store creates none of them, and the
+    # envelopes staged under the new ids must not reach the slots (they would be strangers
+    # there, jobs of no row), whether the slots' directories are there (a file at a time) or
+    # not (each staged directory moved whole).
+    specs = [{**s, "idempotency_key": f"k{i}"} for i, s in enumerate(_specs(N))]
+    with Awty(home, clock=clock, env={}) as a:
+        first = a.add_many(specs[: N // 2])
+        if not slots_there:
+            shutil.rmtree(home / "slots")
+        again = a.add_many(specs)
+    assert [r.created for r in again[: N // 2]] == [False] * (N // 2)
+    assert all(r.created for r in again[N // 2:])
+    assert [r.job.id for r in again[: N // 2]] == [r.job.id for r in first]
+    rows = {r["id"] for r in db_rows(home, "future_job")}
+    files = {f.split("/")[1][:-5] for f in tree_files(home)}
+    assert len(rows) == N
+    assert files == (rows if slots_there else rows - {r.job.id for r in first})
+    assert _incoming(home) == []

@@ -88,7 +88,7 @@ def check_retired(ctx: Ctx) -> list[Finding]:
 
 
 def check_incoming(ctx: Ctx) -> list[Finding]:
-    """A big add writes its envelopes into ``.incoming/<batch>/`` while its rows go in, then
+    """A big add writes its envelopes into ``.incoming/<batch>/<slot>/`` while its rows go in, then
     moves them into their slots: a directory still there after TEMP_FILE_AGE seconds is an
     add cut short (its committed rows miss their envelopes: the envelopes check writes them)."""
     left = Tally()
