@@ -124,27 +124,34 @@ class Proc:
 
 def run_proc(cmd: Sequence[str], env: dict[str, str], workdir: Path, timeout: float,
              stdin_path: Path | None = None) -> Proc:
-    """Run a subprocess with its own resource usage (``os.wait4``: per child, unlike
-    RUSAGE_CHILDREN which keeps the maximum over all children ever waited for)."""
+    """Run a subprocess; its peak RSS and wall time are taken by ``bench/launch.py`` (a small
+    process between the bench and the command: the command's ru_maxrss would otherwise be at
+    least the bench's own size, see there). The wall time is from the launcher's fork to the
+    command's end (the launcher's own start-up is not in it)."""
     out_path, err_path = workdir / ".proc.out", workdir / ".proc.err"
+    usage_path = workdir / ".proc.usage"
+    usage_path.unlink(missing_ok=True)
+    launcher = [sys.executable, "-I", "-S", str(Path(__file__).with_name("launch.py")),
+                str(usage_path)]
     with open(out_path, "wb") as out, open(err_path, "wb") as err, \
             (open(stdin_path, "rb") if stdin_path else open(os.devnull, "rb")) as inp:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(list(cmd), stdin=inp, stdout=out, stderr=err, env=env,
+        p = subprocess.Popen(launcher + list(cmd), stdin=inp, stdout=out, stderr=err, env=env,
                              preexec_fn=die_with_parent)
-        timer = threading.Timer(timeout, p.kill)
+        timer = threading.Timer(timeout, p.terminate)  # the launcher kills the command
         timer.start()
         try:
-            _, status, usage = os.wait4(p.pid, 0)
+            p.wait()
         except BaseException:  # e.g. the section's time ran out: leave no child behind
-            p.kill()
-            os.waitpid(p.pid, 0)
+            p.terminate()
+            p.wait()
             raise
         finally:
             timer.cancel()
-        wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return Proc(p.returncode, wall, usage.ru_maxrss, out_path.read_text(errors="replace"),
+    try:
+        maxrss_kb, wall = usage_path.read_text().split()
+    except (OSError, ValueError):  # the launcher itself failed
+        maxrss_kb, wall = "0", "nan"
+    return Proc(p.returncode, float(wall), int(maxrss_kb), out_path.read_text(errors="replace"),
                 err_path.read_text(errors="replace"))
 
 

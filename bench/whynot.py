@@ -17,9 +17,12 @@ _RUN = (
 _ADD = (
     "Creating each envelope file costs 16–30 µs of kernel time here (more while other work "
     "writes to the disk) and the batch's validation and inserts ~35 µs a job. The files are "
-    "written by a helper process beside the inserts (awty/envwriter.py); a thread was slower "
-    "(it waited on the GIL after every system call: 62 µs a file). Next: fewer files (one envelope file per batch and slot, which the "
-    "slot tree's format would have to allow).")
+    "written by a helper process beside the inserts (awty/envwriter.py), one staging "
+    "directory per slot, and a slot that has no directory yet gets its staged one in a single "
+    "rename (a rename per file had been ~15 µs of the adder's time). A thread instead of the "
+    "helper was slower (it waited on the GIL after every system call: 62 µs a file). Next: "
+    "fewer files (one envelope file per batch and slot, which the slot tree's format would have "
+    "to allow), then the validation's Python.")
 
 WHY: dict[str, str] = {
     "add_many": _ADD,
@@ -38,13 +41,12 @@ WHY: dict[str, str] = {
     "the first due time keep a slot's rows together in the id index.",
     "flat_last_ratio": "A slot's rows sit together in every index (ids of the first due time, "
     "the entity index led by next_check_at); what is left is the noise of 40 ms runs.",
-    "rss": "The peak depends on what ran before: 111–116 MiB for the 100,000-job run alone "
-    "(`--only rss`), 139–163 MiB after the bench's catch-up section, 123–127 MiB there with "
-    "MALLOC_ARENA_MAX=1 or 2 (139 MiB without, same sitting): glibc's per-thread malloc "
-    "arenas (the run's store, record and reconcile threads) are part of it, the rest is not "
-    "explained yet. Results waiting to be written were another cause (no bound before this "
-    "round): now at most two batches. Next: fewer threads once the store process is up, or "
-    "the arena limit set by the runner.",
+    "rss": "The runner's own peak (taken by bench/launch.py; until 2026-11-24 the bench took "
+    "it from its own os.wait4, and a child's ru_maxrss keeps what it was before exec, a copy of "
+    "the bench: 139–171 MB after the earlier sections, whatever awty used). What a big run "
+    "holds: the claimed and started jobs, the run's id sets (claimed, reconciled), results "
+    "waiting to be written (at most two batches), and a malloc arena per thread (store, "
+    "record, reconcile). Next: fewer threads once the store process is up.",
 }
 
 

@@ -40,5 +40,6 @@ def run(b: Bench) -> None:
         remove_home(home)
     b.rep.notes.append(
         f"RSS: `awty run-slot <slot> --json` as a subprocess with AWTY_NOW 5 s after the "
-        f"boundary; peak RSS from `os.wait4` (ru_maxrss of that child alone), MB = 10^6 "
+        f"boundary; peak RSS is its ru_maxrss, taken by a small launcher (bench/launch.py: "
+        f"taken by the bench itself, it would be at least the bench's own size), MB = 10^6 "
         f"bytes; throughput is {fmt_n(n)} / the process's wall time (start-up included).")
