@@ -196,8 +196,9 @@ class Staged:
                 for name in here.difference(named):
                     os.unlink(name, dir_fd=sfd)
                 left += (job for name, job in named.items() if name not in here)
-                if not self._move_whole(sid):
-                    for name in here.intersection(named):
+                mine = here.intersection(named)
+                if mine and not self._move_whole(sid):
+                    for name in mine:
                         try:
                             os.rename(name, name, src_dir_fd=sfd,
                                       dst_dir_fd=self.tree._dir_fd(sid))

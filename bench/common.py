@@ -120,6 +120,7 @@ class Proc:
     maxrss_kb: int
     stdout: str
     stderr: str
+    started: float  # epoch when the command was started (its launcher's fork)
 
 
 def run_proc(cmd: Sequence[str], env: dict[str, str], workdir: Path, timeout: float,
@@ -148,11 +149,11 @@ def run_proc(cmd: Sequence[str], env: dict[str, str], workdir: Path, timeout: fl
         finally:
             timer.cancel()
     try:
-        maxrss_kb, wall = usage_path.read_text().split()
+        maxrss_kb, wall, started = usage_path.read_text().split()
     except (OSError, ValueError):  # the launcher itself failed
-        maxrss_kb, wall = "0", "nan"
+        maxrss_kb, wall, started = "0", "nan", "nan"
     return Proc(p.returncode, float(wall), int(maxrss_kb), out_path.read_text(errors="replace"),
-                err_path.read_text(errors="replace"))
+                err_path.read_text(errors="replace"), float(started))
 
 
 def stop_proc(p: subprocess.Popen, sig: int) -> None:

@@ -5,7 +5,8 @@ the high-water mark of the memory it had before ``exec``, and a child forked (or
 the bench starts as a copy of the bench, which by the RSS section holds the earlier sections'
 data (a 100,000-job slot's run then "peaked" at 160-170 MB whatever awty used: the bench's own
 size). This launcher is small (standard library, no site): the command it forks starts as a copy
-of ~10 MB, so its ru_maxrss is its own. It writes "<maxrss KiB> <wall seconds>" to OUT, exits
+of ~10 MB, so its ru_maxrss is its own. It writes "<maxrss KiB> <wall seconds> <epoch of the fork>" to OUT (the fork is the
+moment the command starts, for figures timed from it: the launcher's own start-up is not theirs), exits
 with the command's exit code (or dies of its signal). SIGTERM to it (the bench's time limit)
 kills the command; the command is killed too if the launcher dies.
 """
@@ -18,6 +19,7 @@ import time
 
 def main() -> None:
     out, cmd = sys.argv[1], sys.argv[2:]
+    started = time.time()
     t0 = time.perf_counter()
     pid = os.fork()
     if pid == 0:
@@ -35,7 +37,7 @@ def main() -> None:
     _, status, usage = os.wait4(pid, 0)  # retried after a signal's handler (PEP 475)
     wall = time.perf_counter() - t0
     with open(out, "w") as f:
-        f.write(f"{usage.ru_maxrss} {wall:.6f}\n")
+        f.write(f"{usage.ru_maxrss} {wall:.6f} {started:.6f}\n")
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig != signal.SIGKILL:
