@@ -20,7 +20,7 @@ from .model import (
 from .record import Record, _draft, _seal
 from .safeio import write_new
 from .slotdir import SlotTree, Staged
-from .slots import current_slot, next_slot_after, slot_for
+from .slots import current_slot, next_slot_after, slot_for, slot_id
 from .when import parse_since
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -484,13 +484,14 @@ class _Staging:
         self.sids: dict[datetime, str] = {}
 
     def write(self, jobs: builtins.list[Job]) -> None:
-        if self.staged is None and (self.proc is False or not self._start()):
-            return  # written directly after the commit
+        if self.proc is None:
+            self._start()
+        if not self.proc:
+            return  # no writer: written directly after the commit
         import pickle
         import struct
 
         from .slotdir import envelope_bytes
-        from .slots import slot_id
 
         sids = self.sids
         for j in jobs:
@@ -503,7 +504,7 @@ class _Staging:
         except OSError:
             pass  # the writer is gone: what it did not write is written after the commit
 
-    def _start(self) -> bool:
+    def _start(self) -> None:
         import subprocess
         import sys
 
@@ -517,8 +518,9 @@ class _Staging:
                 cwd=str(self.staged.path), close_fds=True)
         except OSError:
             self.proc = False
-            return False
-        return True
+            if self.staged is not None:
+                self.staged.discard()
+                self.staged = None
 
     def publish(self, jobs: builtins.list[Job]) -> builtins.list[Job]:
         """Move the staged envelopes into their slots; the jobs left to write directly."""

@@ -80,6 +80,15 @@ def _link_new(dfd: int, final: str, data: bytes) -> None:
         os.close(fd)
 
 
+def _removed(dfd: int) -> bool:
+    """The directory behind ``dfd`` was removed (or replaced by a rename): nothing can be made
+    in it any more, and creating a file there fails ENOENT, or EPERM for an O_TMPFILE one."""
+    try:
+        return os.fstat(dfd).st_nlink == 0
+    except OSError:
+        return True
+
+
 def _rename_into(dfd: int, final: str, data: bytes) -> None:
     replace_in(dfd, final, data)  # a fresh temp name (O_EXCL, O_NOFOLLOW), renamed over
 
@@ -297,8 +306,8 @@ class SlotTree:
                             raise
                         _TMPFILE_OK[0] = False
                 return _rename_into(dfd, final, data)
-            except FileNotFoundError:
-                if again:
+            except OSError:
+                if again or not _removed(dfd):
                     raise
                 self._forget(sid)  # the directory was removed under us (its slot emptied)
 
@@ -319,18 +328,24 @@ class SlotTree:
     def _open_slot(self, sid: str) -> int:
         """Neither ``slots/`` nor the slot directory may be a symlink: a write never lands
         outside the tree."""
-        if not self.home.is_dir():
-            _private_dirs(self.home)
-        fd = private_dir_fd(self.home, "slots", sid)
+        fd = private_dir_fd(self._home(), "slots", sid)
         self._made.add(sid)
         return fd
 
+    def _home(self) -> Path:
+        """Home, made (0700) if missing: a batch's first envelopes may come before the store
+        (which makes it) is opened."""
+        if not self.home.is_dir():
+            _private_dirs(self.home)
+        return self.home
+
     def root_fd(self) -> int:
         """A descriptor of ``slots/`` (made if missing; never through a symlink), kept open."""
+        if self._root_fd is not None and _removed(self._root_fd):
+            os.close(self._root_fd)
+            self._root_fd = None
         if self._root_fd is None:
-            if not self.home.is_dir():
-                _private_dirs(self.home)
-            self._root_fd = private_dir_fd(self.home, "slots")
+            self._root_fd = private_dir_fd(self._home(), "slots")
         return self._root_fd
 
     def _forget(self, sid: str) -> None:
@@ -362,7 +377,7 @@ class SlotTree:
         """A private directory, out of the slot tree, for the envelopes of a batch written
         while its rows are being added (see ``Staged``)."""
         token = os.urandom(6).hex()
-        fd = private_dir_fd(self.home, ".incoming", token)
+        fd = private_dir_fd(self._home(), ".incoming", token)
         return Staged(self, self.incoming / token, fd)
 
     def incoming_dirs(self) -> list[Path]:

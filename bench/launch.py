@@ -5,10 +5,11 @@ the high-water mark of the memory it had before ``exec``, and a child forked (or
 the bench starts as a copy of the bench, which by the RSS section holds the earlier sections'
 data (a 100,000-job slot's run then "peaked" at 160-170 MB whatever awty used: the bench's own
 size). This launcher is small (standard library, no site): the command it forks starts as a copy
-of ~10 MB, so its ru_maxrss is its own. It writes "<maxrss KiB> <wall seconds> <epoch of the fork>" to OUT (the fork is the
-moment the command starts, for figures timed from it: the launcher's own start-up is not theirs), exits
-with the command's exit code (or dies of its signal). SIGTERM to it (the bench's time limit)
-kills the command; the command is killed too if the launcher dies.
+of ~10 MB, so its ru_maxrss is its own. It writes "<maxrss KiB> <wall seconds> <epoch of the
+fork>" to OUT (the fork is the moment the command starts, for figures timed from it: the
+launcher's own start-up is not theirs), and exits with the command's exit code (or dies of its
+signal). SIGTERM to it (the bench's time limit) kills the command; the command is killed too if
+the launcher dies.
 """
 
 import os

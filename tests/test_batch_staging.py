@@ -5,6 +5,7 @@ is in a slot before its row is committed), all or nothing (a refused batch leave
 anywhere), and an envelope the helper did not write is written directly."""
 
 import json
+import os
 import shutil
 import subprocess
 from datetime import timedelta
@@ -74,32 +75,37 @@ def test_a_refused_batch_leaves_no_file_anywhere(home, clock, why):
 def test_envelopes_are_written_directly_when_the_writer_cannot_start(home, clock,
                                                                      monkeypatch):
     real = subprocess.Popen
+    refused = []
 
     def refuse(args, *a, **kw):
         if any("envwriter" in str(x) for x in args):
+            refused.append(args)
             raise OSError("no processes left")
         return real(args, *a, **kw)
 
     monkeypatch.setattr(subprocess, "Popen", refuse)
     with Awty(home, clock=clock, env={}) as a:
         a.add_many(_specs(N))
+    assert len(refused) == 1  # tried once (a new home too), then written directly
     assert len(tree_files(home)) == N and _incoming(home) == []
 
 
 def test_envelopes_are_written_directly_when_the_writer_dies(home, clock, monkeypatch):
     # A writer that ends at once: every chunk it was sent is lost, and written after the commit.
     real_start = api._Staging._start
+    killed = []
 
     def short_lived(self):
-        ok = real_start(self)
-        if ok:
+        real_start(self)
+        if self.proc:
             self.proc.kill()
             self.proc.wait()
-        return ok
+            killed.append(self.proc.pid)
 
     monkeypatch.setattr(api._Staging, "_start", short_lived)
     with Awty(home, clock=clock, env={}) as a:
         added = a.add_many(_specs(N))
+    assert len(killed) == 1  # the writer did start (a new home too), and died
     files = set(tree_files(home))
     assert len(files) == N and _incoming(home) == []
     assert all(f"{slot_id(r.job.next_check_at)}/{r.job.id}.json" in files for r in added)
@@ -124,13 +130,22 @@ def test_doctor_deletes_a_batch_left_by_an_add_cut_short(home, clock):
     assert not left.exists() and len(tree_files(home)) == 10
 
 
-def test_a_slot_without_a_directory_gets_the_staged_one_whole(home, clock):
-    # The staged <slot id>/ directory is renamed into slots/ in one step: its files are the
-    # batch's, private, and nothing is left behind in .incoming.
+def test_a_slot_without_a_directory_gets_the_staged_one_whole(home, clock, monkeypatch):
+    # The staged <slot id>/ directory is renamed into slots/ in one step (one rename per slot,
+    # not one per file): its files are the batch's, private, and nothing is left in .incoming.
+    moved = []
+    rename = os.rename
+
+    def counting(src, dst, **kw):
+        if str(src).isdigit():  # a slot id: a whole directory
+            moved.append(src)
+        return rename(src, dst, **kw)
+
+    monkeypatch.setattr(os, "rename", counting)
     with Awty(home, clock=clock, env={}) as a:
         added = a.add_many(_specs(N))
     slots = {slot_id(r.job.next_check_at) for r in added}
-    assert len(slots) == 5
+    assert len(slots) == 5 and sorted(moved) == sorted(slots)
     for sid in slots:
         path = home / "slots" / sid
         assert (path.stat().st_mode & 0o777) == 0o700

@@ -103,6 +103,22 @@ def test_write_then_read_round_trips(tmp_path):
     tree.close()
 
 
+def test_a_slot_directory_removed_under_an_open_tree_is_made_again(tmp_path):
+    # A tree keeps a descriptor per slot directory; when the directory goes (a runner retired
+    # it, an operator removed it), the next envelope must land in a new one. Creating a file
+    # in a removed directory fails ENOENT, or EPERM for an O_TMPFILE one.
+    import shutil
+
+    tree = SlotTree(tmp_path)
+    first, second = (jobspec.build({"target": URL, "in": "1m"}, now=NOW,
+                                   settings=Settings())[0] for _ in range(2))
+    tree.write(first)
+    shutil.rmtree(tree.slot_path(SLOT))
+    tree.write(second)
+    assert [e.job_id for e in tree.entries(SLOT)] == [second.id]
+    tree.close()
+
+
 def test_a_batch_memo_reads_each_value_as_itself():
     # One memo serves a whole batch; a value equal to a remembered one but of another type
     # (True == 1, 1 == 1.0) must still be read, and refused, on its own.
