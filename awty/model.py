@@ -498,6 +498,11 @@ class RunSummary(SlotSummary):
         return {**SlotSummary.to_dict(self), "jobs": [dict(j) for j in self.jobs]}
 
 
+def run_order(job: Job) -> tuple[datetime, str]:
+    """The order runs take jobs in: by slot, then by id (ids of one due time in text order)."""
+    return job.next_check_at, job.id
+
+
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> 2 characters
 _SHIFTS = range(120, -10, -10)

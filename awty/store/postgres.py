@@ -26,7 +26,7 @@ from ..slots import parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, StoreError
 from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
-    Outcome, Reslot, Status, StoreHealth, StoreStats,
+    Outcome, Reslot, Status, StoreHealth, StoreStats, run_order,
 )
 from . import pg_migrations, pg_portable
 from .jobdict import job_from_json
@@ -189,12 +189,15 @@ class PostgresStore:
                                        f"{existing.id}, which is a different job")
                     out.append(Added(existing, False))
                     continue
-                rows.append(job_to_row(j, fp))
+                rows.append((j, fp))
                 out.append(Added(j, True))
                 if key:
                     known[key] = (j, fp)
             if rows:
-                self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, rows)
+                # in run order, as SQLite's add_jobs (why there): a slot's rows sit together
+                rows.sort(key=lambda pair: run_order(pair[0]))
+                self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
+                           [job_to_row(j, fp) for j, fp in rows])
         return out
 
     # -- reading --------------------------------------------------------------------------
@@ -476,7 +479,7 @@ class PostgresStore:
             sql = sql.replace("{shard}", "")
         with self._tx("cannot claim") as cur:
             rows = cur.execute(sql, params).fetchall()
-        return sorted(map(row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
+        return sorted(map(row_to_job, rows), key=run_order)
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
                   lease_until: datetime) -> list[Job]:
@@ -484,7 +487,7 @@ class PostgresStore:
                   "until": sec(lease_until), "owner_class": self._owner_class}
         with self._tx("cannot claim") as cur:
             rows = cur.execute(self.sql.claim_ids, params).fetchall()
-        return sorted(map(row_to_job, rows), key=lambda j: (j.next_check_at, j.id))
+        return sorted(map(row_to_job, rows), key=run_order)
 
     def _session_held(self, owner: str) -> None:
         conn = self._sessions.get(owner)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..errors import Conflict, JobNotFound
-from ..model import Added, End, Job, Outcome, Status
+from ..model import Added, End, Job, Outcome, Status, run_order
 from ..slots import iso
 from .jobdict import job_from_json, job_to_json, payload_only_json
 from .sqlite_rows import (
@@ -51,11 +51,17 @@ def add_jobs(c: sqlite3.Connection, jobs: Sequence[Job],
         elif key and key in firsts:
             out.append(Added(firsts[key], False))
         else:
-            rows.append(job_to_row(j, f))
+            rows.append((j, f))
             out.append(Added(j, True))
             if key:
                 firsts[key] = j
-    _insert_jobs(c, rows)
+    # A batch's rows go in in the order runs take them: a slot's rows then sit together in the
+    # table, in the order a run claims and deletes them. Ids of one due time are random within
+    # their millisecond: in the order given, a 1,000-job claim of a 100,000-job slot dirtied
+    # ~1,000 table pages (3.5 KB of WAL a job) where ~50 hold its rows (in-process, claim
+    # 17.6 -> 9.7 µs a job, finish 39 -> 25 µs).
+    rows.sort(key=lambda pair: run_order(pair[0]))
+    _insert_jobs(c, [job_to_row(j, f) for j, f in rows])
     return out
 
 
@@ -66,9 +72,7 @@ BIG_BATCH = 5000
 def _insert_jobs(c: sqlite3.Connection, rows: list[tuple]) -> None:
     # A big batch's pages would overflow the store's page cache and spill to the WAL
     # mid-transaction: it gets a cache to fit (~0.5 KiB a row), taken back before the commit
-    # (dirty pages stay until written; only clean ones go). The rows stay in the order given:
-    # sorted by id (random within a millisecond) a slot's rows were strewn over the whole
-    # table, and a catch-up of 96 slots ran 1.6x slower than one slot of the same jobs.
+    # (dirty pages stay until written; only clean ones go).
     if len(rows) < BIG_BATCH:
         c.executemany(INSERT_JOB, rows)
         return
