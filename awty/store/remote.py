@@ -131,7 +131,9 @@ class RemoteStore:
         self.loop = loop
         self.up = False
         self.gone: str | None = None  # why the process cannot be used, once it cannot
-        self._mine: set[str] = set()  # ids the process claimed (it holds their Jobs)
+        # the Jobs the process claimed, as it holds them: a decision about one of these very
+        # Jobs travels as its id; about a Job changed since (a quick retry's attempt), whole
+        self._mine: dict[str, Job] = {}
         self._waiting: dict[int, tuple[asyncio.Future[Any], Callable[[Any], Any]]] = {}
         self._next = 0
         self._buf = bytearray()
@@ -216,7 +218,7 @@ class RemoteStore:
 
             def jobs_in(rows: list[tuple[Any, ...]]) -> list[Job]:
                 jobs = [job_in(t, owner, lease_until) for t in rows]
-                self._mine.update(j.id for j in jobs)
+                self._mine.update((j.id, j) for j in jobs)
                 return jobs
 
             decode = jobs_in
@@ -233,7 +235,8 @@ class RemoteStore:
         elif op in ("start", "release"):
             body = (op, args[0], kw["owner"], kw["now"])
             if op == "release":
-                self._mine.difference_update(args[0])
+                for i in args[0]:
+                    self._mine.pop(i, None)
             decode = _same
         else:
             raise StoreError(f"no such store request {op!r}")
@@ -248,8 +251,9 @@ class RemoteStore:
         wire: list[tuple[Any, ...]] = []
         for d in decisions:
             j = d.job
-            ref: object = j.id if j.id in mine else j  # claimed before the process was up
-            mine.discard(j.id)
+            # whole when the process does not hold this very Job: claimed before it was up, or
+            # changed since its claim (a quick retry counts an attempt the claim did not have)
+            ref: object = j.id if mine.pop(j.id, None) is j else j
             if d.__class__ is End:
                 wire.append((0, ref, d.outcome.value, d.reason,  # type: ignore[union-attr]
                              _result_out(d.result), d.lateness))  # type: ignore[union-attr]
@@ -402,7 +406,11 @@ def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> 
         decisions: list[Decision] = []
         for w in wire:
             ref = w[1]
-            job = claimed.pop(ref) if ref.__class__ is str else ref
+            if ref.__class__ is str:
+                job = claimed.pop(ref)
+            else:
+                job = ref
+                claimed.pop(job.id, None)
             if w[0] == 0:
                 decisions.append(End(job, _OUTCOMES[w[2]], w[3], _result_in(w[4]), w[5]))
             else:
