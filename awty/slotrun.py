@@ -21,8 +21,9 @@ so an imported drop-in still fires in this run.
 A claimed job is sent only after ``Store.start`` returned it, just before sending: a job
 cancelled or rescheduled since its claim is not returned, and never sent (lazy cancel).
 
-Decisions are written per batch and at least every ``FLUSH_EVERY`` seconds, so a SIGKILL sends
-again at most the callbacks in flight plus about that much of deliveries; sending pauses while
+Decisions are written per batch, at least every ``FLUSH_EVERY`` seconds, and once nothing is
+left to claim whenever no write is under way (``_tail``), so a SIGKILL sends again at most the
+callbacks in flight plus about that much of deliveries; sending pauses while
 two batches of decisions wait to be written (a store slower than the wire). SIGTERM and SIGINT
 stop gracefully: no more claims or sends, the requests in flight finish (each bounded by its
 timeout), every result is recorded, the unsent claims are given back, and ``Interrupted``
@@ -178,8 +179,18 @@ class SlotRun:
                         raise
         finally:
             self.unrecorded -= len(batch)
+            if self._tail():
+                self.flush()
             self._pump()
         await self.loop.run_in_executor(self.rec_io, self.recorded, applied)
+
+    def _tail(self) -> bool:
+        """Nothing is left to claim, no write is under way and results wait: write them now.
+        Kept for a whole batch, the last results of a slot were written after its last answer,
+        in one transaction (~25 ms for 1,000 jobs), once per slot of a catch-up. Before the
+        end (``finished``) only: ``run`` writes what is left itself."""
+        return (self.exhausted and bool(self.decisions) and self.unrecorded == len(self.decisions)
+                and self.finished is not None and not self.finished.done())
 
     # -- on the event loop --------------------------------------------------------------------
     def stop(self, signum: int = signal.SIGTERM) -> None:
@@ -339,7 +350,7 @@ class SlotRun:
                 self._kick_prepare()
             if self.on_job is not None:
                 self.on_job(job.id)
-            if len(self.decisions) >= self.s.batch_size:
+            if len(self.decisions) >= self.s.batch_size or self._tail():
                 self.flush()
         except BaseException as e:  # the runner is broken: send nothing more, stop
             self._fail(e)

@@ -455,3 +455,31 @@ def test_drop_in_replaying_a_known_id_is_set_aside(home, clock, rx):
 def test_config_ceilings(home, clock):
     with pytest.raises(InvalidInput, match="at most 10000"):
         Awty(home, clock=clock, env={}, concurrency=10**9)
+
+
+def test_a_small_slot_records_its_results_while_its_last_answers_are_due(home, clock,
+                                                                         monkeypatch):
+    # Nothing left to claim: results are written as soon as the store is free, not kept for a
+    # whole batch. Kept, a slot smaller than a batch wrote every result in one transaction after
+    # its last answer (~25 ms at 1,000 jobs, once per slot of a catch-up).
+    from awty.store.sqlite import SQLiteStore
+    from awty.testing.receiver import Receiver
+
+    sizes: list[int] = []
+    real = SQLiteStore.finish
+
+    def finish(self, decisions, **kw):
+        sizes.append(len(decisions))
+        return real(self, decisions, **kw)
+
+    monkeypatch.setattr(SQLiteStore, "finish", finish)
+    n = 200
+    with Receiver(delay=0.002, keep=False) as rx:
+        a = make(home, clock, concurrency=8, batch_size=1000, store_process="off")
+        jobs = [r.job for r in a.add_many([{"target": rx.url("/t"), "in": "1m"}
+                                           for _ in range(n)])]
+        s = fire(a, clock, jobs[0].next_check_at + timedelta(seconds=1))
+        delivered = rx.counts()
+    assert s.ran == n and sorted(delivered.values()) == [1] * n
+    assert sum(sizes) == n and len(sizes) > 2
+    assert sizes[-1] < n // 4, sizes  # what waited for the last answer is a small part
