@@ -28,25 +28,26 @@ class Reconciler:
         self.clock = clock
         self._warn = warn
 
-    def run(self, slot: datetime, summary: SlotSummary, claimed: set[str] | None = None) -> None:
+    def run(self, slot: datetime, summary: SlotSummary,
+            claimed: set[str] | None = None) -> list[str]:
         """One reconciler per slot at a time. An unsharded runner and shard 1/n hold different
         slot locks (the hourly catch-up overlapping a sharded cron), and two importers of one
         drop-in would each give it an id of its own and fire it twice. A runner that finds the
         slot being reconciled skips it: the other one imports. ``claimed``: ids the calling run
         claimed from this slot (it reconciles beside sending): rows of the slot, whatever they
-        became since."""
+        became since. Returns the ids of the jobs it imported."""
         # flock(2) as the store's own locks take it (filelock's import held the GIL for
         # 10-30 ms beside the first callbacks)
         self.tree.locks.mkdir(mode=0o700, exist_ok=True)
         fd = open_lock_file(self.tree.locks / f"{slot_id(slot)}.reconcile.lock")
         try:
             if not try_flock(fd, fcntl.LOCK_EX):
-                return
-            self._reconcile(slot, summary, claimed or set())
+                return []
+            return self._reconcile(slot, summary, claimed or set())
         finally:
             os.close(fd)  # and the lock with it
 
-    def _reconcile(self, slot: datetime, summary: SlotSummary, claimed: set[str]) -> None:
+    def _reconcile(self, slot: datetime, summary: SlotSummary, claimed: set[str]) -> list[str]:
         """SQLite decides: a file with no pending row here is an orphan (removed); a file whose
         id awty has never seen is a drop-in (imported, or set aside with its reason)."""
         from . import jobspec
@@ -55,13 +56,14 @@ class Reconciler:
         if link:
             summary.rejected += 1
             self._warn(f"slot {summary.slot}: set aside the slot directory itself: {link}")
+        imported: list[str] = []
         entries = list(self.tree.entries(slot))
         if not entries:
-            return
+            return imported
         here = self.store.slot_ids(slot) | claimed
         strangers = [e for e in entries if e.job_id not in here]
         if not strangers:
-            return
+            return imported
         known = self.store.find(e.job_id for e in strangers if e.job_id)
         drop_ins: list[tuple[Job, str | None, Entry]] = []
         for e in strangers:
@@ -108,10 +110,12 @@ class Reconciler:
                     self.tree.remove_entry(e)
                 if a.created:  # else its idempotency key named a job awty already has
                     self.tree.write(a.job)
+                    imported.append(a.job.id)
                 summary.imported += a.created
             if drop_ins:
                 self._warn(f"slot {summary.slot}: imported {len(drop_ins)} dropped-in "
                            "envelope(s)")
+        return imported
 
     def _reject(self, entry: Entry, slot: datetime, reason: str, summary: SlotSummary) -> None:
         try:

@@ -309,8 +309,8 @@ class Runner:
         prepare = None
         tree = self.tree
         if tree is not None and (opts.shard is None or opts.shard[0] == 0):
-            def prepare(claimed: set[str]) -> None:
-                Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
+            def prepare(claimed: set[str]) -> list[str]:
+                return Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
                     slot, summary, claimed)
         if self._loop is not None:  # a catch-up's slot: the store calls of every slot
             if self._shared is None:

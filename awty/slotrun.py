@@ -16,7 +16,8 @@ its own (``prep_io``, always the run's own store), queued once the first callbac
 (or ``PREPARE_AFTER`` after the first chunk was started): the rest is sent while it runs. It
 sees this run's claims as rows of the slot (their files are not orphans, whatever their rows
 became since), and the slot counts as empty only once a claim made after it comes back empty,
-so an imported drop-in still fires in this run.
+so an imported drop-in still fires in this run (a shard's run claims the drop-ins it imported
+for other shards by id: their runs may be over).
 
 A claimed job is sent only after ``Store.start`` returned it, just before sending: a job
 cancelled or rescheduled since its claim is not returned, and never sent (lazy cancel).
@@ -70,7 +71,7 @@ class SlotRun:
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
                  execute: Execute, recorded: Callable[[list[Decision]], None],
                  on_job: Callable[[str], None] | None = None,
-                 prepare: Callable[[set[str]], None] | None = None,
+                 prepare: Callable[[set[str]], list[str]] | None = None,
                  warm: Callable[[], None] | None = None):
         self.store = store
         self.clock = clock
@@ -86,6 +87,7 @@ class SlotRun:
         self.warm = warm  # start-up work for the loop while the first claim runs
         self.preparing: asyncio.Future | None = None  # submitted once, then kept
         self.claimed: set[str] = set()  # every id this run claimed (on the store thread)
+        self.adopt: list[str] = []  # drop-ins a shard imported, to claim whatever their shard
         self.claim_after_prepare = False  # the claim in flight began after ``prepare`` ended
         self.wait_prepare = False  # a claim came back empty: the next one waits for ``prepare``
         # The claim after the first is held back until a first callback is back (or reconciling
@@ -143,6 +145,14 @@ class SlotRun:
     # -- store calls (futures: the store process, or the store on a thread) --------------------
     async def _claim(self) -> list[Job]:
         now = self.clock.now()
+        if self.adopt:
+            ids, self.adopt = self.adopt, []
+            adopted: list[Job] = await self.store.call_local(
+                self.io, "claim_ids", ids, now=now, owner=self.owner,
+                lease_until=now + timedelta(seconds=self.lease))
+            if adopted:
+                self.claimed.update([j.id for j in adopted])
+                return adopted
         jobs: list[Job] = await self.store.call(
             self.io, "claim", self.slot, now=now, owner=self.owner,
             lease_until=now + timedelta(seconds=self.lease), limit=self.claim_limit,
@@ -154,7 +164,13 @@ class SlotRun:
 
     def _prepare(self) -> None:
         assert self.prepare is not None
-        self.prepare(self.claimed)
+        imported = self.prepare(self.claimed)
+        if self.shard is not None:
+            # A shard's slot claims take its own shard's jobs only: the drop-ins it imported
+            # for other shards, whose runs may be over already, it claims by id (leases keep
+            # a still-running shard from sending them too). Left for them, they waited for the
+            # slot's next run.
+            self.adopt = list(imported or ())
 
     async def _start(self, jobs: list[Job]) -> list[Job]:
         kept = set(await self.store.call(self.io, "start", [j.id for j in jobs],

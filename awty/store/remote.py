@@ -470,6 +470,11 @@ class RunStore:
             return asyncio.ensure_future(self._remote(r, io, op, args, kw))
         return self._local(io, op, args, kw)
 
+    def call_local(self, io: Executor | None, op: str, *args: Any,
+                   **kw: Any) -> asyncio.Future[Any]:
+        """The run's own store, whatever the mode: a call the store process does not take."""
+        return self._local(io, op, args, kw)
+
     async def _remote(self, r: RemoteStore, io: Executor | None, op: str,
                       args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         try:

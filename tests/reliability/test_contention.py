@@ -167,6 +167,34 @@ def test_two_reconcilers_never_import_a_drop_in_twice(tmp_path):
     assert figures["duplicates"] == 0
 
 
+def test_a_shard_runs_the_drop_ins_it_imports_for_the_other_shards(tmp_path):
+    """Shard 1/n reconciles; its slot claims take its own shard's jobs only. Drop-ins it imports
+    for the other shards, whose runs may be over already (cron starts them together, and
+    reconciling runs beside the sending), it claims by id: they fire in its run, not at the
+    slot's next run. (``test_everything_at_once_with_drop_ins`` hit this only sometimes.)"""
+    home = tmp_path / "home"
+    with Receiver(keep=False) as rx:
+        ids, slot = _fill(home, rx.url("/r"), 10)
+        sdir = home / "slots" / slot_id(slot)
+        for i in range(8):
+            (sdir / f"partner-{i}.json").write_text(json.dumps({"target": rx.url("/drop"),
+                                                                "payload": {"drop": i}}))
+        clock = FixedClock(slot + timedelta(seconds=1))
+        with Awty(home, clock=clock, env={}, quick_retries=0) as b:
+            second = b.run_slot(slot, shard=(1, 2))  # done first; it does not reconcile
+        with Awty(home, clock=clock, env={}, quick_retries=0) as a:
+            first = a.run_slot(slot, shard=(0, 2))
+            left = list(a.list())
+        delivered = rx.counts()
+    assert first.imported == 8 and second.imported == 0
+    imported = [r[0] for r in query(home, "SELECT id FROM job_history WHERE target = ?",
+                                    (rx.url("/drop"),))]
+    assert left == [] and len(imported) == 8
+    assert first.ran + second.ran == 18
+    figures = account(home, ids + imported, clock.now(), delivered=delivered)
+    assert figures["duplicates"] == 0
+
+
 # --- 4. a locked database ------------------------------------------------------------------
 class _Holder:
     """A write transaction held by this (test) process on its own connection."""
