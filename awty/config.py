@@ -63,8 +63,8 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("database_url", None, "several hosts: the PostgreSQL store instead of SQLite",
      '"postgresql://awty@db.example.com/awty"'),
     ("database_schema", "awty", "the PostgreSQL schema holding awty's tables", None),
-    ("store_process", "auto", "a run's store work in a process of its own: auto (big slots and catch-ups), "
-     "on, off", '"auto"'),
+    ("store_process", "auto", "a run's store work in a process of its own: auto (big slots "
+     "and catch-ups), on, off", '"auto"'),
 )
 KEYS = tuple(f[0] for f in FIELDS)
 DEFAULTS: dict[str, Any] = {f[0]: f[1] for f in FIELDS}

@@ -112,7 +112,6 @@ class Runner:
         self.on_event = on_event or (lambda kind, data: None)
         self._watched = on_event is not None  # a slot's count is read only for a watcher
         self._done: list[str] = []  # this run's recorded jobs: their envelopes in the slot go
-        self._in_catchup = False
         # A catch-up runs its slots on one event loop and one RunStore (see ``catchup``).
         self._loop: asyncio.Runner | None = None
         self._shared: RunStore | None = None
@@ -151,7 +150,7 @@ class Runner:
         finally:
             summary.seconds = monotonic() - started
             lock.release()
-        if not self._in_catchup and self.tree is not None:
+        if self._loop is None and self.tree is not None:  # a catch-up purges once, at its end
             self.tree.purge_retired()
         self._log_slot(summary)
         self.on_event("slot_end", summary.to_dict())
@@ -178,7 +177,6 @@ class Runner:
         out = CatchupSummary(dry_run=opts.dry_run)
         started = monotonic()
         self.on_event("catchup_start", {"slots": len(counts), "jobs": sum(counts.values())})
-        self._in_catchup = True  # one background removal for all the slots, at the end
         # The slots share one event loop and one store process: started per slot, a store
         # process never paid for itself in slots of a batch or less (its claims never come back
         # full), so 96 missed slots of 1,000 ran on one core where one slot of 96,000 used two.
@@ -199,7 +197,6 @@ class Runner:
                         loop.run(self._shared.aclose())
         finally:
             self._loop, self._shared = None, None
-            self._in_catchup = False
             if self.tree is not None:
                 self.tree.purge_retired()
         out.seconds = monotonic() - started

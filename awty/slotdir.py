@@ -245,16 +245,12 @@ class Staged:
         """Remove what is left (envelopes of rows not added) and the directory."""
         try:
             for name in os.listdir(self.fd):
-                if not stat.S_ISDIR(os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode):
-                    os.unlink(name, dir_fd=self.fd)
-                    continue
-                sfd = os.open(name, OPEN_DIR, dir_fd=self.fd)
                 try:
-                    for inner in os.listdir(sfd):
-                        os.unlink(inner, dir_fd=sfd)
-                finally:
-                    os.close(sfd)
-                os.rmdir(name, dir_fd=self.fd)
+                    os.unlink(name, dir_fd=self.fd)
+                except IsADirectoryError:  # a slot's staged directory
+                    import shutil
+
+                    shutil.rmtree(name, dir_fd=self.fd)  # by descriptor: never through a link
         except OSError:
             pass  # left for doctor
         finally:

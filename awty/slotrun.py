@@ -147,7 +147,7 @@ class SlotRun:
         now = self.clock.now()
         if self.adopt:
             ids, self.adopt = self.adopt, []
-            adopted: list[Job] = await self.store.call_local(
+            adopted: list[Job] = await self.store.call(
                 self.io, "claim_ids", ids, now=now, owner=self.owner,
                 lease_until=now + timedelta(seconds=self.lease))
             if adopted:

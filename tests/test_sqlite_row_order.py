@@ -14,9 +14,10 @@ URL = "https://example.com/hook"
 
 def test_a_batch_is_stored_in_run_order_and_answered_in_the_order_given(home, clock):
     base = clock.now() + timedelta(hours=1)
-    specs = [{"target": URL, "at": (base + timedelta(minutes=15 * (i % 3))).isoformat(), "payload": {"n": i}}
-             for i in range(300)]
-    specs += [{"target": URL, "at": base.isoformat(), "payload": {"n": "keyed"}, "idempotency_key": "k"}] * 2
+    specs = [{"target": URL, "at": (base + timedelta(minutes=15 * (i % 3))).isoformat(),
+              "payload": {"n": i}} for i in range(300)]
+    specs += [{"target": URL, "at": base.isoformat(), "payload": {"n": "keyed"},
+               "idempotency_key": "k"}] * 2
     random.Random(7).shuffle(specs)
     with Awty(home, clock=clock, env={}) as a:
         results = a.add_many(specs)

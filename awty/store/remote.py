@@ -1,4 +1,5 @@
-"""A store in a process of its own, for a slot run's hot calls: claim, start, finish, release.
+"""A store in a process of its own, for a slot run's hot calls: claim (by slot or by id), start,
+finish, release.
 
 In one process, the store's work shares the GIL with the event loop that sends: the two took
 turns, and a run used one core of two. Here the store's Python and SQLite (or psycopg) work
@@ -205,15 +206,16 @@ class RemoteStore:
 
     # -- requests ------------------------------------------------------------------------
     def request(self, op: str, *args: Any, **kw: Any) -> asyncio.Future[Any]:
-        """The store's ``op`` (claim, start, finish, release), answered by the process."""
+        """The store's ``op`` (claim, claim_ids, start, finish, release), answered by the
+        process."""
         fut: asyncio.Future[Any] = self.loop.create_future()
         if self.gone is not None or self._transport is None:
             fut.set_exception(StoreGone(self.gone or "store process not up"))
             return fut
         decode: Callable[[Any], Any]
-        if op == "claim":
+        if op in ("claim", "claim_ids"):
             owner, lease_until = kw["owner"], kw["lease_until"]
-            body: tuple[Any, ...] = (op, args[0], kw["now"], owner, lease_until, kw["limit"],
+            body: tuple[Any, ...] = (op, args[0], kw["now"], owner, lease_until, kw.get("limit"),
                                      kw.get("shard"))
 
             def jobs_in(rows: list[tuple[Any, ...]]) -> list[Job]:
@@ -346,7 +348,7 @@ def serve(sock: socket.socket) -> None:
 
 # Which waiting request the process answers first: what the sending waits on before what it
 # does not (results are written while the next jobs go out).
-_FIRST = {"start": 0, "claim": 1, "release": 2, "finish": 3}
+_FIRST = {"start": 0, "claim": 1, "claim_ids": 1, "release": 2, "finish": 3}
 
 
 def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job]) -> None:
@@ -391,10 +393,13 @@ def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job])
 
 def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> Any:
     op = request[0]
-    if op == "claim":
-        _, slot, now, owner, lease_until, limit, shard = request
-        jobs = store.claim(slot, now=now, owner=owner, lease_until=lease_until, limit=limit,
-                           shard=shard)
+    if op in ("claim", "claim_ids"):
+        _, what, now, owner, lease_until, limit, shard = request
+        if op == "claim":
+            jobs = store.claim(what, now=now, owner=owner, lease_until=lease_until, limit=limit,
+                               shard=shard)
+        else:  # a shard's imported drop-ins, by id
+            jobs = store.claim_ids(what, now=now, owner=owner, lease_until=lease_until)
         for j in jobs:
             claimed[j.id] = j
         return [job_out(j) for j in jobs]
@@ -439,9 +444,9 @@ def main() -> None:
 
 # --- what a slot run uses -----------------------------------------------------------------------
 class RunStore:
-    """The store calls of one slot run (claim, start, finish, release) as futures on its loop:
-    to the store process once it is up, else to the run's own store on the thread the run
-    gives (``None``: at once, in the loop's thread); back to the own store if the process
+    """The store calls of one slot run (claim, claim_ids, start, finish, release) as futures
+    on its loop: to the store process once it is up, else to the run's own store on the thread
+    the run gives (``None``: at once, in the loop's thread); back to the own store if the process
     ends (safe: see the module's text). ``mode`` (``store_process``): "on" starts the process
     at once, "auto" once a claim comes back with a whole batch (a slot big enough for the
     process to pay: it takes ~50 ms of CPU to start), "off" never. ``aclose`` at the end."""
@@ -468,11 +473,6 @@ class RunStore:
         r = self.remote
         if r is not None and r.up:
             return asyncio.ensure_future(self._remote(r, io, op, args, kw))
-        return self._local(io, op, args, kw)
-
-    def call_local(self, io: Executor | None, op: str, *args: Any,
-                   **kw: Any) -> asyncio.Future[Any]:
-        """The run's own store, whatever the mode: a call the store process does not take."""
         return self._local(io, op, args, kw)
 
     async def _remote(self, r: RemoteStore, io: Executor | None, op: str,

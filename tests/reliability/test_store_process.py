@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -110,6 +111,43 @@ def test_a_quick_retry_through_the_store_process_keeps_its_attempts(home, backen
     assert sorted(delivered.values()) == [2] * n  # each job: one failure, one success
     assert {h.attempts for h in history} == {2} and len(history) == n
     assert [(e.attempt, e.status) for e in executions] == [(1, 500), (2, 204)]
+
+
+def test_the_store_process_claims_by_id_and_records_what_it_claimed(home, backend):
+    # What a shard's run asks for the drop-ins it imported for other shards: claim_ids, answered
+    # by the process like a slot's claim (it keeps the Jobs, and takes their results by id).
+    from awty.model import Answer, End, Outcome, Result
+
+    with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
+        added = [r.job for r in a.add_many([{"target": "https://example.com/h", "in": "1m"}
+                                            for _ in range(5)])]
+        now = added[0].next_check_at + timedelta(seconds=1)
+        wanted = [j.id for j in added[:3]]
+
+        async def through_the_process():
+            r = remote.RemoteStore(a.store.spec(), asyncio.get_running_loop())
+            deadline = time.monotonic() + 30
+            while not r.up:
+                assert r.gone is None and time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            try:
+                jobs = await r.request("claim_ids", wanted, now=now, owner="o:1:x",
+                                       lease_until=now + timedelta(minutes=5))
+                done = [End(j, Outcome.DONE, "done", Result(Answer.DONE, status=204), 1.0)
+                        for j in jobs]
+                applied = await r.request("finish", done, owner="o:1:x", now=now)
+            finally:
+                await r.aclose()
+            return jobs, applied
+
+        jobs, applied = asyncio.run(through_the_process())
+        history = a.history()
+        left = sorted(j.id for j in a.list())
+    assert sorted(j.id for j in jobs) == sorted(wanted)
+    assert all(j.lease_owner == "o:1:x" for j in jobs)
+    assert sorted(d.job.id for d in applied) == sorted(wanted)
+    assert sorted(h.id for h in history) == sorted(wanted)
+    assert left == sorted(j.id for j in added[3:])
 
 
 def test_a_catch_up_runs_all_its_slots_through_one_store_process(home, monkeypatch):
