@@ -69,6 +69,7 @@ def test_every_job_delivered_once_in_order_signed(home, clock, rx, backend):
     assert summary.outcomes == {"done": 20} and summary.ran == 20
     reqs = rx.requests()
     assert [r.headers["webhook-id"] for r in reqs] == sorted(ids)  # claim order = id order
+    assert sorted(ids) == ids  # due at the same moment: in the order they were added
     first = next(r for r in reqs if r.headers["webhook-id"] == ids[0])
     body = json.loads(first.body)
     assert body == {"id": ids[0], "entity": "order", "key": "0", "payload": {"n": 0},
