@@ -7,27 +7,34 @@ from __future__ import annotations
 
 _RUN = (
     "A big run is CPU-bound on the two cores it shares with the receiver: awty's two processes "
-    "use ~1.45 cores (the event loop's ~40 µs a callback, half of it socket system calls; the "
-    "store process's ~40 µs a job: the claim's UPDATE and commit, the history and event rows "
-    "with their entity index, the deletes). Done: no task per callback, start marks in a side "
-    "table, multi-row history inserts, the store's work in a process of its own, and "
-    "(2026-11-24) a batch's rows stored in run order: a slot's jobs of one due time had ids "
-    "in random order, so each 1,000-job claim and delete dirtied ~1,000 table pages "
-    "(CLI 100k A/B 11.7-12.5k -> 16.5-17.3k callbacks/s). Tried and taken out (slower): "
-    "finish in smaller transactions, background PASSIVE checkpoints, multi-row job inserts, a "
-    "larger or smaller WAL between checkpoints (1,000 or 1,000,000 pages against 8,000); GC "
-    "tuning changed nothing. Next: leases in a side table (a claim writes no job row), a "
-    "first-try success's execution folded into its history row, future_job clustered by "
-    "(next_check_at, id) (WITHOUT ROWID) for jobs added one at a time.")
+    "use ~1.2-1.45 cores (the event loop's ~40 µs a callback, half of it socket system calls; "
+    "the store process's claim, history and event rows, deletes). Done: no task per callback, "
+    "start marks in a side table, multi-row history inserts, the store's work in a process of "
+    "its own, a batch's rows stored in run order (2026-11-24: CLI 100k 11.7-12.5k -> "
+    "16.5-17.3k callbacks/s) and (2026-11-24, later) ids of one moment in the order they are "
+    "made: a slot's jobs all due at one instant had ids in random order, so the run met their "
+    "entity keys in random order and each entity index (future_job's, job_history's) took "
+    "~10 µs a job of scattered page writes (in-process store work, 100,000 jobs: 20-24k -> "
+    "32-34k jobs/s; CLI 100k, interleaved on a slower day: 9.5-10.1k -> 11.1-12.7k/s). The "
+    "bench's keys are order numbers given in order; keys in no order (UUIDs) still pay that "
+    "~10 µs an index. Tried and taken out (slower): finish in smaller transactions, "
+    "background PASSIVE checkpoints, multi-row job inserts, a larger or smaller WAL between "
+    "checkpoints (1,000 or 1,000,000 pages against 8,000), larger finish batches (4,000: no "
+    "change); GC tuning changed nothing. Next: leases in a side table (a claim writes no job "
+    "row; its UPDATE and decoding are now ~40 % of the store's work), a first-try success's "
+    "execution folded into its history row.")
 _ADD = (
-    "Creating each envelope file costs 16–30 µs of kernel time here (more while other work "
-    "writes to the disk) and the batch's validation and inserts ~35 µs a job. The files are "
-    "written by a helper process beside the inserts (awty/envwriter.py), one staging "
-    "directory per slot, and a slot that has no directory yet gets its staged one in a single "
-    "rename (a rename per file had been ~15 µs of the adder's time). A thread instead of the "
-    "helper was slower (it waited on the GIL after every system call: 62 µs a file). Next: "
-    "fewer files (one envelope file per batch and slot, which the slot tree's format would have "
-    "to allow), then the validation's Python.")
+    "Creating each envelope file costs 16–30 µs of kernel time on a quiet day here and 30–75 "
+    "µs on a busy one (2026-11-24: 100,000 files by the writer alone 3.4-7.5 s), beside the "
+    "batch's validation and inserts (~35 µs a job). The files are written by a helper process "
+    "beside the inserts (awty/envwriter.py), one staging directory per slot, and a slot that "
+    "has no directory yet gets its staged one in a single rename (a rename per file had been "
+    "~15 µs of the adder's time). A thread instead of the helper was slower (it waited on the "
+    "GIL after every system call: 62 µs a file). Two writer processes taking chunks in turn: "
+    "alone 1.5x faster (2.2-2.5 s against 3.4-3.8 s for 100,000 files), inside add_many "
+    "erratic on a busy day (7-21 s against 7-8 s), not kept. Next: fewer files (one envelope "
+    "file per batch and slot, which the slot tree's format would have to allow), then the "
+    "validation's Python.")
 
 WHY: dict[str, str] = {
     "add_many": _ADD,

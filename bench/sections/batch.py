@@ -62,7 +62,8 @@ def run(b: Bench) -> None:
             b.profiled("add_many", lambda: a.add_many(specs))
         remove_home(home)
     b.rep.notes.append(
-        f"Batch add: {fmt_n(n)} HTTP jobs (small JSON payload, entity and key) spread over "
+        f"Batch add: {fmt_n(n)} HTTP jobs (small JSON payload, entity 'order' and its number "
+        f"as key, in order) spread over "
         f"96 slots; add_many timed alone (specs built beforehand, home initialised; close() "
         f"included); the CLI figure is the whole `awty add --batch` process, start-up and "
         f"output included.")

@@ -90,7 +90,9 @@ def run(b: Bench) -> None:
     b.rep.notes.append(
         f"run-slot (CLI) rows (issue 12 #1/#2): `awty run-slot SLOT --home H` as a subprocess, "
         f"AWTY_NOW 5 s after the slot boundary, on a home whose {fmt_n(small)} or "
-        f"{fmt_n(big)} due jobs were added beforehand through `add_many`; due is the moment "
+        f"{fmt_n(big)} due jobs (entity 'order', keys 0…N-1 given in order: ids of one moment "
+        f"follow the order they are made, so a run meets the keys in order) were added beforehand "
+        f"through `add_many`; due is the moment "
         f"the bench starts the process (cron's moment), first and last are stamped by the "
         f"timing receiver ({st.name}) with its own clock, so interpreter start, imports and "
         f"opening the home count. callbacks/s = N / (due → last). The bare client posts the "
