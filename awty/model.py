@@ -517,6 +517,16 @@ _FRESH_BITS = 79  # a fresh random part leaves 2**79 of room above it for steps
 _TOP = (1 << 80) - 1
 
 
+def _forget_after_fork() -> None:
+    # A forked child would otherwise draw the parent's unused random bytes and step on from
+    # its last parts: both would make the same ids.
+    _random.clear()
+    _last.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _take(nbytes: int) -> int:
     if len(_random) < nbytes:
         _random[:] = os.urandom(4000)

@@ -41,3 +41,22 @@ def test_a_random_part_near_the_top_starts_afresh():
     model._last[int(at.timestamp() * 1000)] = LOW80 - 3
     part = _int(new_id(at)) & LOW80
     assert part < 1 << model._FRESH_BITS
+
+
+def test_a_forked_child_makes_ids_of_its_own():
+    import os
+
+    at = T + timedelta(milliseconds=11)
+    new_id(at)  # the parent has a last part for this moment and unused random bytes
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its id for the same moment, to the parent
+        try:
+            os.write(write, new_id(at).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert is_id(child) and child != new_id(at)
