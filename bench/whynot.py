@@ -58,9 +58,9 @@ WHY: dict[str, str] = {
     "way (a slot's last results had waited for its last answer: ~25 ms per 1,000-job slot); "
     "in-process, interleaved: ratio 1.50 -> 1.30 -> 1.18x. Later the same day ids of one moment "
     "in the order made sped up the one big slot (its keys in order: 6.6-8.7 -> 5.4-7.9 s, "
-    "alternated runs) and not the 96 small ones (8.0-11.4 and 8.2-10.6 s: a missed slot's keys, "
-    "every 96th order number, are spread over the history's entity index): ratio 1.10-1.31 -> "
-    "1.33-1.57x. Next: claim the next slot's first jobs while a slot's last ones are out.",
+    "alternated runs) and not the 96 small ones (8.0-11.4 and 8.2-10.6 s: a missed slot's 1,000 "
+    "keys are one narrow range, whose few index pages were touched together in any order): "
+    "ratio 1.10-1.31 -> 1.33-1.57x. Next: claim the next slot's first jobs while a slot's last ones are out.",
     "flat_ratio": "The WAL checkpoint in close() writes back the pages a run touched; ids of "
     "the first due time keep a slot's rows together in the id index.",
     "flat_last_ratio": "A slot's rows sit together in every index (ids of the first due time, "
