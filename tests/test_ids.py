@@ -60,3 +60,25 @@ def test_a_forked_child_makes_ids_of_its_own():
     os.close(read)
     os.waitpid(pid, 0)
     assert is_id(child) and child != new_id(at)
+
+
+def test_threads_making_ids_at_once_never_make_the_same_one():
+    import sys
+    import threading
+
+    at = T + timedelta(milliseconds=13)
+    made: list[list[str]] = []
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=lambda: made.append([new_id(at) for _ in range(20000)]))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(before)
+    every = [x for ids in made for x in ids]
+    assert len(every) == 160000 and len(set(every)) == len(every)
+    assert all(ids == sorted(ids) for ids in made)  # each thread's own, in the order made
