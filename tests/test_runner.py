@@ -463,6 +463,7 @@ def test_a_small_slot_records_its_results_while_its_last_answers_are_due(home, c
     # Nothing left to claim: results are written as soon as the store is free, not kept for a
     # whole batch. Kept, a slot smaller than a batch wrote every result in one transaction after
     # its last answer (~25 ms at 1,000 jobs, once per slot of a catch-up).
+    from awty import slotrun
     from awty.store.sqlite import SQLiteStore
     from awty.testing.receiver import Receiver
 
@@ -474,8 +475,12 @@ def test_a_small_slot_records_its_results_while_its_last_answers_are_due(home, c
         return real(self, decisions, **kw)
 
     monkeypatch.setattr(SQLiteStore, "finish", finish)
+    # No flush by the clock, and answers slow enough (200 / 8 x 20 ms = 0.5 s) that the slot is
+    # known to be empty (after reconciling, on its own thread) long before its last answer, even
+    # on a busy machine: at 2 ms a busy CI run once reconciled only near the end ([197, 3]).
+    monkeypatch.setattr(slotrun, "FLUSH_EVERY", 60.0)
     n = 200
-    with Receiver(delay=0.002, keep=False) as rx:
+    with Receiver(delay=0.02, keep=False) as rx:
         a = make(home, clock, concurrency=8, batch_size=1000, store_process="off")
         jobs = [r.job for r in a.add_many([{"target": rx.url("/t"), "in": "1m"}
                                            for _ in range(n)])]
