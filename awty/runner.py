@@ -115,7 +115,6 @@ class Runner:
         # A catch-up runs its slots on one event loop and one RunStore (see ``catchup``).
         self._loop: asyncio.Runner | None = None
         self._shared: RunStore | None = None
-        self._shared_mode = ""
 
     # -- public -------------------------------------------------------------------------
     def run_slot(self, slot: datetime, opts: RunOptions | None = None) -> SlotSummary:
@@ -183,10 +182,11 @@ class Runner:
         mode = self.s.store_process
         if mode == "auto" and sum(counts.values()) >= self.s.batch_size:
             mode = "on"
-        self._shared_mode = mode
         try:
             with _loop_runner() as loop:
                 self._loop = loop
+                if counts and not opts.dry_run:
+                    self._shared = RunStore(self.store, mode, self.s.batch_size, loop.get_loop())
                 try:
                     for slot in sorted(counts):
                         if on_slot:
@@ -309,10 +309,7 @@ class Runner:
             def prepare(claimed: set[str]) -> list[str]:
                 return Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
                     slot, summary, claimed)
-        if self._loop is not None:  # a catch-up's slot: the store calls of every slot
-            if self._shared is None:
-                self._shared = RunStore(self.store, self._shared_mode, self.s.batch_size,
-                                        asyncio.get_running_loop())
+        if self._shared is not None:  # a catch-up's slot: the store calls of every slot
             store = self._shared
         else:
             store = RunStore(self.store, self.s.store_process, self.s.batch_size,

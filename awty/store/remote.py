@@ -158,7 +158,8 @@ class RemoteStore:
         finally:
             child.close()
         parent.setblocking(False)
-        self._connecting = asyncio.ensure_future(
+        # on ``loop`` whether or not it runs yet (a catch-up makes its store before its slots)
+        self._connecting = loop.create_task(
             loop.connect_accepted_socket(lambda: _Channel(self), sock=parent))
 
     # -- the channel's events -------------------------------------------------------------
