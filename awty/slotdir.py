@@ -521,21 +521,25 @@ class SlotTree:
             return False
 
     # -- reading --------------------------------------------------------------------------
-    def entries(self, slot: datetime) -> Iterator[Entry]:
-        """Every non-hidden file name in the slot directory, in name order. A slot "directory"
+    def names(self, slot: datetime) -> list[str]:
+        """Every non-hidden file name in the slot directory, in no set order. A slot "directory"
         that is a symlink is not listed through (see ``set_aside_slot_link``)."""
-        path = self.slot_path(slot)
         try:
-            fd = os.open(path, _OPEN_DIR)
+            fd = os.open(self.slot_path(slot), _OPEN_DIR)
         except OSError as e:
             if e.errno == errno.ENOENT or e.errno in _NOT_A_DIR:
-                return
+                return []
             raise
         try:
-            names = sorted(n for n in os.listdir(fd) if not n.startswith("."))
+            return [n for n in os.listdir(fd) if not n.startswith(".")]
         finally:
             os.close(fd)
-        for name in names:
+
+    def entries(self, slot: datetime, names: list[str] | None = None) -> Iterator[Entry]:
+        """The slot directory's files (``names``: these of its names, from ``names()``), in name
+        order."""
+        path = self.slot_path(slot)
+        for name in sorted(self.names(slot) if names is None else names):
             job_id = name[:-5] if name.endswith(".json") and is_id(name[:-5]) else None
             yield Entry(name, path, job_id)
 

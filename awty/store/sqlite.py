@@ -44,11 +44,10 @@ _CLAIMABLE = ("(status = 'pending' OR ((lease_until IS NULL OR lease_until <= ?)
               "(SELECT value FROM json_each(?))))")
 # A claim reads its rows as one JSON document (one step of SQLite's, one hand-over of the
 # GIL, where a row at a time took one each while the event loop sends), then leases them.
-_CLAIM_READ = ("SELECT json_group_array(json_array(" + CLAIM_JSON + ")) FROM (SELECT * FROM "
-               "future_job WHERE {} ORDER BY next_check_at, id LIMIT ?)")
+_CLAIM_READ = ("SELECT json_group_array(json_array(" + CLAIM_JSON + ")), json_group_array(id) "
+               "FROM (SELECT * FROM future_job WHERE {} ORDER BY next_check_at, id LIMIT ?)")
 _CLAIM_LEASE = ("UPDATE future_job SET status = 'in_flight', lease_owner = ?, lease_until = ?, "
-                "started_at = NULL, updated_at = ? WHERE id IN "
-                "(SELECT json_extract(value, '$[0]') FROM json_each(?))")
+                "started_at = NULL, updated_at = ? WHERE id IN (SELECT value FROM json_each(?))")
 # The ids given (a JSON list) that ``owner`` holds: one row, one step of SQLite's (a row per id
 # would hand the GIL back and forth once per job while the event loop sends).
 _OWNED = ("SELECT json_group_array(id) FROM future_job WHERE id IN "
@@ -353,9 +352,9 @@ class SQLiteStore:
     def _claim(self, cond, params, now, owner, lease_until, limit) -> list[Job]:
         with self._write() as c:
             live = self._live_expired_owners(c, cond, params, now, owner)
-            (found,) = c.execute(_CLAIM_READ.format(f"{cond} AND {_CLAIMABLE}"),
-                                 [*params, iso(now), owner, live, limit]).fetchone()
-            c.execute(_CLAIM_LEASE, (owner, iso(lease_until), iso(now), found))
+            found, ids = c.execute(_CLAIM_READ.format(f"{cond} AND {_CLAIMABLE}"),
+                                   [*params, iso(now), owner, live, limit]).fetchone()
+            c.execute(_CLAIM_LEASE, (owner, iso(lease_until), iso(now), ids))
         times: dict[str, datetime] = {}
         return [claimed_job(r, times, owner, lease_until, now) for r in json.loads(found)]
 
