@@ -92,7 +92,9 @@ class SlotRun:
         self.wait_prepare = False  # a claim came back empty: the next one waits for ``prepare``
         # The claim after the first is held back until a first callback is back (or reconciling
         # is due): a batch's claim holds the GIL for a while (its rows become Jobs), and the
-        # first chunk's connects would wait on it.
+        # first chunk's connects would wait on it. Not when the store process claims (a
+        # catch-up's later slots): held, the slot's first chunk was sent ~15 ms before the
+        # rest came.
         self.holding = True
         self.lease = lease_seconds(settings)
         self.low_water = max(settings.concurrency, settings.batch_size // 4)
@@ -272,7 +274,8 @@ class SlotRun:
             fut = asyncio.ensure_future(self._start(todo))
             fut.add_done_callback(self._started)
             self.starting, self.starting_jobs = fut, todo
-            if len(self.queue) < self.low_water and not self.holding:
+            if len(self.queue) < self.low_water and (not self.holding
+                                                     or self.store.offloaded):
                 self._kick_claim()  # queued behind the start: the chunk in hand goes out first
         return self.starting
 

@@ -48,6 +48,21 @@ def test_eight_missed_slots_caught_up_in_order(home, clock, rx):
     assert again.slots == [] and len(rx.requests()) == 24
 
 
+def test_a_catch_up_sends_every_slot_on_the_connections_it_opened_once(home, clock, rx):
+    # one set of executors for the whole catch-up: slot after slot the requests go out on the
+    # keep-alive connections the first slot opened (per slot, each opened its own again), and
+    # the per-host cap still holds (the slots run one at a time)
+    a = make(home, clock, per_host_concurrency=2)
+    for i in range(6):
+        for k in range(4):
+            a.add(rx.url("/k"), in_=f"{15 * i + 5}m", payload={"i": i, "k": k})
+    clock.advance(timedelta(hours=2))
+    result = a.catchup()
+    assert [s.ran for s in result.slots] == [4] * 6
+    assert len(rx.requests()) == 24
+    assert rx.connections <= 2
+
+
 def test_catchup_cli_dry_run_then_fire(home, clock, rx, tmp_path):
     a = make(home, clock)
     for i in range(4):

@@ -470,6 +470,11 @@ class RunStore:
             return
         self.remote = RemoteStore(spec, self.loop)
 
+    @property
+    def offloaded(self) -> bool:
+        """Calls go to the store process now (the run's own Python holds no GIL for them)."""
+        return self.remote is not None and self.remote.up
+
     def call(self, io: Executor | None, op: str, *args: Any, **kw: Any) -> asyncio.Future[Any]:
         r = self.remote
         if r is not None and r.up:
