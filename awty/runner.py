@@ -183,8 +183,7 @@ class Runner:
         # full), so 96 missed slots of 1,000 ran on one core where one slot of 96,000 used two.
         # And one set of executors: a slot's first requests go out on the connections the slot
         # before it left open (opening them took ~5 ms a slot). The slots run one at a time, so
-        # the per-host cap still holds, and a host that failed in one slot is still known to
-        # fail in the next (its breaker).
+        # the per-host cap still holds; each slot starts with closed breakers (``new_run``).
         mode = self.s.store_process
         if mode == "auto" and sum(counts.values()) >= self.s.batch_size:
             mode = "on"
@@ -312,6 +311,8 @@ class Runner:
                      owner: str) -> None:
         shared = self._shared_executors
         executors: dict[Kind, Any] = shared if shared is not None else {}
+        for ex in executors.values():
+            ex.new_run()
         prepare = None
         tree = self.tree
         if tree is not None and (opts.shard is None or opts.shard[0] == 0):

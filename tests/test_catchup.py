@@ -63,6 +63,21 @@ def test_a_catch_up_sends_every_slot_on_the_connections_it_opened_once(home, clo
     assert rx.connections <= 2
 
 
+def test_each_slot_of_a_catch_up_tries_a_failing_host_afresh(home, clock):
+    # the executors are shared, the breakers are not: a host that failed in one missed slot is
+    # tried again in the next (it may be back), as when each slot had executors of its own
+    from awty.testing.receiver import free_port
+
+    a = make(home, clock, breaker_threshold=3, concurrency=1)
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    for at in ("5m", "65m"):
+        for i in range(5):
+            a.add(f"{dead}/x{i}", in_=at)
+    clock.advance(timedelta(hours=2))
+    result = a.catchup()
+    assert [(s.ran, s.retried, s.deferred) for s in result.slots] == [(3, 3, 2)] * 2
+
+
 def test_catchup_cli_dry_run_then_fire(home, clock, rx, tmp_path):
     a = make(home, clock)
     for i in range(4):

@@ -26,6 +26,11 @@ from ..slots import parse_duration, parse_epoch_or_iso
 class Executor(Protocol):
     async def run(self, job: Job, attempt: Attempt) -> Result: ...
 
+    def new_run(self) -> None:
+        """The next slot of a catch-up, on the same executor: whatever a run learned of its
+        targets (a breaker, a failed resolution) starts afresh, as with a new executor; what is
+        only a cost (open connections) is kept."""
+
     async def close(self) -> None: ...
 
 

@@ -12,7 +12,8 @@ connection dropped before an answer; any HTTP answer, whatever its status, is a 
 - The host's breaker sees every outcome of the host, but opens on timeouts and dropped
   connections only when they come from two endpoints or more (one failing path is its own
   breaker's business). A connection that cannot be made is the host's failure wherever it goes.
-Once open, a breaker stays open until the executor closes (the end of the run)."""
+Once open, a breaker stays open until the run ends (the executor closes, or a catch-up goes on
+to its next slot on the same executor: ``HttpExecutor.new_run``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ class Breaker:
 
     def __init__(self) -> None:
         self.window: deque[str | None] = deque(maxlen=WINDOW)  # None: a success
+        self.failures = 0
+        self.open = False
+
+    def reset(self) -> None:
+        self.window.clear()
         self.failures = 0
         self.open = False
 

@@ -71,5 +71,8 @@ class ExecExecutor:
             return done(Answer.RECHECK, recheck_at=at)
         return done(Answer.DONE)
 
+    def new_run(self) -> None:
+        """Nothing learned in a run."""
+
     async def close(self) -> None:
         """Nothing pooled: every process is reaped (or its group killed) within its run."""

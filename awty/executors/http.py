@@ -394,6 +394,16 @@ class HttpExecutor:
         else:
             pool.backlog.append(a)
 
+    def new_run(self) -> None:
+        """Breakers closed and empty, names resolved (and checked by netguard) again: a catch-up's
+        next slot is tried as a new executor would try it; the idle connections stay open."""
+        for pool in self._pools.values():
+            pool.breaker.reset()
+            if pool.resolving is None or pool.resolving.done():
+                pool.resolving = pool.addrs = pool.refusal = pool.dns_error = None
+        for ep in self._endpoints.values():
+            ep.reset()
+
     async def close(self) -> None:
         self._closed = True
         for pool in self._pools.values():

@@ -97,6 +97,9 @@ class PythonExecutor:
             return self._clock.now() + timedelta(seconds=float(value))
         raise ValueError(f"unknown kind {kind!r}")
 
+    def new_run(self) -> None:
+        """Nothing learned in a run."""
+
     async def close(self) -> None:
         """Nothing pooled: one worker per call, reaped (or its group killed) within the run."""
 
