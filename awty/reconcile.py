@@ -59,14 +59,11 @@ class Reconciler:
         imported: list[str] = []
         # Listed before the rows are read: a job added meanwhile has its row before its file,
         # so no file listed here can be a job this read has not seen (and be taken for an
-        # orphan). Only the strangers become Entries: at 100,000 files a slot's names sorted,
-        # checked as ids and wrapped took the sending loop's GIL for ~0.5 s.
+        # orphan).
         names = self.tree.names(slot)
         if not names:
             return imported
-        here = self.store.slot_ids(slot) | claimed
-        strangers = list(self.tree.entries(slot, [
-            n for n in names if not (n.endswith(".json") and n[:-5] in here)]))
+        strangers = self.tree.strangers(slot, self.store.slot_ids(slot) | claimed, names)
         if not strangers:
             return imported
         known = self.store.find(e.job_id for e in strangers if e.job_id)

@@ -302,8 +302,7 @@ class Runner:
             summary.count("misfired" if misfired(j, now, self.s, opts.misfire_grace, opts.misfire)
                           else "would_fire")
         if self.tree is not None:
-            here = self.store.slot_ids(slot)
-            summary.imported = sum(1 for e in self.tree.entries(slot) if e.job_id not in here)
+            summary.imported = len(self.tree.strangers(slot, self.store.slot_ids(slot)))
         return summary
 
     # -- executing ------------------------------------------------------------------------

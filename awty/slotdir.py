@@ -543,6 +543,15 @@ class SlotTree:
             job_id = name[:-5] if name.endswith(".json") and is_id(name[:-5]) else None
             yield Entry(name, path, job_id)
 
+    def strangers(self, slot: datetime, here: set[str],
+                  names: list[str] | None = None) -> list[Entry]:
+        """The slot's files but the envelopes of the jobs in ``here``, in name order. Only these
+        become Entries: at 100,000 files, every name sorted, checked as an id and wrapped took
+        the sending loop's GIL for ~0.3 s."""
+        names = self.names(slot) if names is None else names
+        return list(self.entries(slot, [
+            n for n in names if not (n.endswith(".json") and n[:-5] in here)]))
+
     def read(self, entry: Entry) -> dict[str, Any]:
         """Parse an envelope without following symlinks; raises ValueError with the reason."""
         try:

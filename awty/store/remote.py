@@ -476,9 +476,8 @@ class RunStore:
         return self.remote is not None and self.remote.up
 
     def call(self, io: Executor | None, op: str, *args: Any, **kw: Any) -> asyncio.Future[Any]:
-        r = self.remote
-        if r is not None and r.up:
-            return asyncio.ensure_future(self._remote(r, io, op, args, kw))
+        if self.offloaded:
+            return asyncio.ensure_future(self._remote(self.remote, io, op, args, kw))  # type: ignore[arg-type]
         return self._local(io, op, args, kw)
 
     async def _remote(self, r: RemoteStore, io: Executor | None, op: str,
