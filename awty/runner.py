@@ -12,6 +12,7 @@ no job is ever lost (SPEC 6, 12; tests/reliability/test_crash.py and test_stop.p
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
 from .config import Settings
-from .errors import AwtyError, InvalidInput
+from .errors import AwtyError, Interrupted, InvalidInput
 from .ids import new_owner, shard_of
 from .model import (
     Answer,
@@ -43,7 +44,7 @@ from .reconcile import Reconciler
 from .record import Record, _draft, _seal
 from .slotdir import SlotTree
 from .executors.base import submit
-from .slotrun import Done, SlotRun
+from .slotrun import Done, SlotRun, catch_stop_signals
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
 from .store.remote import RunStore
@@ -111,12 +112,13 @@ class Runner:
         self._log_lock = threading.Lock()  # warnings come from the store thread too
         self.on_event = on_event or (lambda kind, data: None)
         self._watched = on_event is not None  # a slot's count is read only for a watcher
-        self._done: list[str] = []  # this run's recorded jobs: their envelopes in the slot go
+        self._done: list[str] = []  # ``run ID…``'s recorded jobs: their envelopes go
         # A catch-up runs its slots on one event loop, one RunStore and one set of executors
-        # (see ``catchup``).
-        self._loop: asyncio.Runner | None = None
+        # (see ``catchup``); the runs sending now, which its SIGTERM/SIGINT handler stops.
         self._shared: RunStore | None = None
         self._shared_executors: dict[Kind, Any] | None = None
+        self._sending: set[SlotRun] = set()
+        self._stopped_by: int | None = None
 
     # -- public -------------------------------------------------------------------------
     def run_slot(self, slot: datetime, opts: RunOptions | None = None) -> SlotSummary:
@@ -130,31 +132,9 @@ class Runner:
         if opts.dry_run:
             return self._dry_run(slot, now, summary, opts)
         self.secret()  # an unreadable secret stops the run here, before anything is claimed
-        lock = self.store.slot_lock(slot, opts.shard)
-        if not lock.acquire():
-            summary.busy = lock.holder()
-            self.on_event("busy", {"slot": sid, "holder": summary.busy})
-            return summary
-        started = monotonic()
-        try:
-            if self._watched:  # ~10 ms at 100,000 jobs, before the first callback
-                self.on_event("slot_start", {"slot": sid, "total": self.store.count(slot=slot)})
-            owner = new_owner()
-            try:
-                with self.store.owner_session(owner):
-                    if self._loop is not None:
-                        self._loop.run(self._drive(slot, opts, summary, owner))
-                    else:
-                        _run_async(self._drive(slot, opts, summary, owner))
-            finally:
-                self._settle_tree(slot, summary)
-        finally:
-            summary.seconds = monotonic() - started
-            lock.release()
-        if self._loop is None and self.tree is not None:  # a catch-up purges once, at its end
+        _run_async(self._slot(slot, opts, summary))
+        if self.tree is not None:
             self.tree.purge_retired()
-        self._log_slot(summary)
-        self.on_event("slot_end", summary.to_dict())
         return summary
 
     def secret(self) -> bytes | None:
@@ -178,37 +158,136 @@ class Runner:
         out = CatchupSummary(dry_run=opts.dry_run)
         started = monotonic()
         self.on_event("catchup_start", {"slots": len(counts), "jobs": sum(counts.values())})
+
+        def announce(slot: datetime) -> None:
+            if on_slot:
+                on_slot(slot, counts[slot])
+
+        if opts.dry_run or not counts:
+            for slot in sorted(counts):
+                announce(slot)
+                out.slots.append(self.run_slot(slot, opts))
+            out.seconds = monotonic() - started
+            return out
         # The slots share one event loop and one store process: started per slot, a store
         # process never paid for itself in slots of a batch or less (its claims never come back
         # full), so 96 missed slots of 1,000 ran on one core where one slot of 96,000 used two.
         # And one set of executors: a slot's first requests go out on the connections the slot
-        # before it left open (opening them took ~5 ms a slot). The slots run one at a time, so
+        # before it left open (opening them took ~5 ms a slot). One slot sends at a time, so
         # the per-host cap still holds; each slot starts with closed breakers (``new_run``).
         mode = self.s.store_process
         if mode == "auto" and sum(counts.values()) >= self.s.batch_size:
             mode = "on"
+        self.secret()  # an unreadable secret stops the catch-up before anything is claimed
         try:
             with _loop_runner() as loop:
-                self._loop = loop
-                if counts and not opts.dry_run:
-                    self._shared = RunStore(self.store, mode, self.s.batch_size, loop.get_loop())
-                    self._shared_executors = {}
+                self._shared = RunStore(self.store, mode, self.s.batch_size, loop.get_loop())
+                self._shared_executors = {}
                 try:
-                    for slot in sorted(counts):
-                        if on_slot:
-                            on_slot(slot, counts[slot])
-                        out.slots.append(self.run_slot(slot, opts))
+                    loop.run(self._catch_up(sorted(counts), opts, out, announce))
                 finally:
-                    if self._shared_executors:
-                        loop.run(_close_all(self._shared_executors))
-                    if self._shared is not None:
-                        loop.run(self._shared.aclose())
+                    loop.run(_close_all(self._shared_executors))
+                    loop.run(self._shared.aclose())
         finally:
-            self._loop, self._shared, self._shared_executors = None, None, None
+            self._shared, self._shared_executors = None, None
+            self._sending.clear()
             if self.tree is not None:
                 self.tree.purge_retired()
         out.seconds = monotonic() - started
         return out
+
+    async def _catch_up(self, slots: list[datetime], opts: RunOptions, out: CatchupSummary,
+                        announce: Callable[[datetime], None]) -> None:
+        """The slots in order, each under its own lock and owner session, overlapped: once a
+        slot's claim comes back empty, the next one is opened and claims and starts its first
+        chunk; it sends once the slot before has nothing left to send (one slot sends at a
+        time), while that one's last results are written and its directory retired. Run one
+        after the other, a slot of 1,000 spent ~9 ms between its last answer and the next
+        slot's first request, a store busy with results the wire had outrun. At most three
+        slots are open: one ending, one sending, one claiming. SIGTERM/SIGINT stop the open
+        slots and open no other; an error in one slot stops the slots after it (without
+        ``Interrupted``) and is raised once they are over."""
+        loop = asyncio.get_running_loop()
+        self._stopped_by = None
+        caught = catch_stop_signals(loop, self._stop_catch_up)
+        ending: list[_Opened] = []  # nothing left to send; in slot order
+        prev: _Opened | None = None
+        cur: _Opened | None = None
+        try:
+            for slot in slots:
+                if self._stopped_by is not None:
+                    break
+                announce(slot)
+                cur = _Opened(loop, slot_id(slot), gated=prev is not None)
+                cur.task = asyncio.ensure_future(self._slot(slot, opts, cur.summary, cur))
+                if prev is not None:
+                    await prev.until(prev.sent)
+                    for ex in (self._shared_executors or {}).values():
+                        ex.new_run()  # each slot starts afresh: breakers closed, names resolved
+                    cur.go()
+                    ending.append(prev)
+                    while len(ending) > 1:  # the newest is still writing its last results
+                        await self._end_of(ending.pop(0), out)
+                await cur.until(cur.claimed_all)
+                prev, cur = cur, None
+            if prev is not None:
+                ending.append(prev)
+                prev = None
+            while ending:
+                await self._end_of(ending.pop(0), out)
+        finally:
+            opened = [o.task for o in (*ending, prev, cur) if o is not None]
+            if left := [t for t in opened if not t.done()]:
+                for run in list(self._sending):  # an error: what is open stops, its results
+                    run.stop(None)  # recorded, before the error goes up
+                await asyncio.wait(left)
+            for t in opened:  # only the first slot's error goes up: the others' are taken
+                if not t.cancelled():  # here (asyncio would print them as never retrieved)
+                    t.exception()
+            for sig in caught:
+                loop.remove_signal_handler(sig)
+        if self._stopped_by is not None:  # between two slots: no slot raised it
+            raise Interrupted(self._stopped_by, (
+                f"stopped by {signal.Signals(self._stopped_by).name}: catchup: "
+                f"{len(out.slots)} slot(s) ran; the next catchup runs the rest"))
+
+    @staticmethod
+    async def _end_of(opened: _Opened, out: CatchupSummary) -> None:
+        await opened.task
+        out.slots.append(opened.summary)
+
+    def _stop_catch_up(self, signum: int) -> None:
+        if self._stopped_by is None:
+            self._stopped_by = signum
+        for run in list(self._sending):
+            run.stop(signum)
+
+    async def _slot(self, slot: datetime, opts: RunOptions, summary: SlotSummary,
+                    opened: _Opened | None = None) -> None:
+        """One slot's run under its lock and owner session, then its tree settled (``opened``:
+        a catch-up's slot)."""
+        sid = summary.slot
+        lock = self.store.slot_lock(slot, opts.shard)
+        if not lock.acquire():
+            summary.busy = lock.holder()
+            self.on_event("busy", {"slot": sid, "holder": summary.busy})
+            return
+        started = monotonic()
+        done: list[str] = []  # the recorded jobs: their envelopes in this slot go
+        try:
+            if self._watched:  # ~10 ms at 100,000 jobs, before the first callback
+                self.on_event("slot_start", {"slot": sid, "total": self.store.count(slot=slot)})
+            owner = new_owner()
+            try:
+                with self.store.owner_session(owner):
+                    await self._drive(slot, opts, summary, owner, done, opened)
+            finally:
+                self._settle_tree(slot, summary, done)
+        finally:
+            summary.seconds = monotonic() - started
+            lock.release()
+        self._log_slot(summary)
+        self.on_event("slot_end", summary.to_dict())
 
     # -- awty run ID… -----------------------------------------------------------------------
     def run_ids(self, ids: list[str]) -> RunSummary:
@@ -255,7 +334,7 @@ class Runner:
         return summary
 
     def _recorded_ids(self, applied: list[Decision], summary: RunSummary) -> None:
-        self._apply_files(applied, summary)
+        self._apply_files(applied, summary, self._done)
         for d in applied:
             result = d.result
             reason: str | None
@@ -307,11 +386,9 @@ class Runner:
 
     # -- executing ------------------------------------------------------------------------
     async def _drive(self, slot: datetime, opts: RunOptions, summary: SlotSummary,
-                     owner: str) -> None:
+                     owner: str, done: list[str], opened: _Opened | None) -> None:
         shared = self._shared_executors
         executors: dict[Kind, Any] = shared if shared is not None else {}
-        for ex in executors.values():
-            ex.new_run()
         prepare = None
         tree = self.tree
         if tree is not None and (opts.shard is None or opts.shard[0] == 0):
@@ -323,13 +400,25 @@ class Runner:
         else:
             store = RunStore(self.store, self.s.store_process, self.s.batch_size,
                              asyncio.get_running_loop())
+        hooks: dict[str, Any] = {}
+        if opened is not None:
+            def sent() -> None:
+                self._sending.discard(run)
+                _set(opened.sent)
+
+            hooks = {"gate": opened.gate, "on_claimed_all": lambda: _set(opened.claimed_all),
+                     "on_sent": sent}
         run = SlotRun(
             store=store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
             owner=owner, summary=summary,
             execute=Executing(self, slot, opts, executors),
-            recorded=lambda applied: self._apply_files(applied, summary),
+            recorded=lambda applied: self._apply_files(applied, summary, done),
             on_job=self._on_job(), prepare=prepare,
-            warm=_warm_http)
+            warm=_warm_http, signals=opened is None, **hooks)
+        if opened is not None:
+            self._sending.add(run)  # what a signal stops, until it has nothing left to send
+            if self._stopped_by is not None:  # a signal came while the slot was opened
+                run.stop(self._stopped_by)
         try:
             await run.run()
         finally:
@@ -362,7 +451,8 @@ class Runner:
         executors[kind] = ex
         return ex
 
-    def _apply_files(self, applied: list[Decision], summary: SlotSummary) -> None:
+    def _apply_files(self, applied: list[Decision], summary: SlotSummary,
+                     done: list[str]) -> None:
         """The store has recorded these decisions; the tree follows. A re-slotted job's new
         envelope is written now; the files left in this slot go when the run ends
         (``_settle_tree``). A file that cannot be written or removed (a full or read-only disk)
@@ -372,7 +462,7 @@ class Runner:
         for d in applied:
             job = d.job
             summary.ran += 1
-            self._done.append(job.id)
+            done.append(job.id)
             if isinstance(d, End):
                 summary.count(d.outcome.value)
                 if d.outcome in (Outcome.FAILED,) or d.reason == "misfired":
@@ -392,14 +482,13 @@ class Runner:
                     summary.retried += 1
         self._warn_tree(trouble, summary)
 
-    def _settle_tree(self, slot: datetime, summary: SlotSummary) -> None:
+    def _settle_tree(self, slot: datetime, summary: SlotSummary, done: list[str]) -> None:
         """Removing envelopes one by one is the costliest step of a run on a real disk (~70 µs
         a file on ext4 once written back, and every unlink takes the GIL back from the event
         loop). A slot whose rows are all gone is instead retired whole: one rename takes its
         directory out of the tree, and a detached ``rm`` deletes it once the run (or the whole
         catch-up) is over. A slot that still holds rows (another shard's, a run cut short)
         loses only this run's files, in parallel."""
-        done, self._done = self._done, []
         tree = self.tree
         if tree is None:
             return
@@ -457,6 +546,31 @@ class Runner:
         log.info(f"slot {summary.slot}: ran {summary.ran} in {summary.seconds:.2f}s {outcomes} "
                  f"rechecked={summary.rechecked} retried={summary.retried} "
                  f"deferred={summary.deferred}")
+
+
+class _Opened:
+    """A catch-up's slot under way: its task (``Runner._slot``), its summary, and the moments
+    the catch-up waits for (a claim back empty, nothing left to send) or gives (go: send)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sid: str, gated: bool):
+        self.summary = SlotSummary(slot=sid)
+        self.task: asyncio.Future  # set once the slot's coroutine is made with this
+        self.claimed_all = loop.create_future()
+        self.sent = loop.create_future()
+        self.gate = loop.create_future() if gated else None
+
+    def go(self) -> None:
+        if self.gate is not None:
+            _set(self.gate)
+
+    async def until(self, moment: asyncio.Future) -> None:
+        """Until ``moment`` or the slot's end (busy, failed, or over before it came)."""
+        await asyncio.wait([moment, self.task], return_when=asyncio.FIRST_COMPLETED)
+
+
+def _set(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class Executing:

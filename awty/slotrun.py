@@ -72,7 +72,10 @@ class SlotRun:
                  execute: Execute, recorded: Callable[[list[Decision]], None],
                  on_job: Callable[[str], None] | None = None,
                  prepare: Callable[[set[str]], list[str]] | None = None,
-                 warm: Callable[[], None] | None = None):
+                 warm: Callable[[], None] | None = None,
+                 gate: asyncio.Future | None = None,
+                 on_claimed_all: Callable[[], None] | None = None,
+                 on_sent: Callable[[], None] | None = None, signals: bool = True):
         self.store = store
         self.clock = clock
         self.s = settings
@@ -85,6 +88,17 @@ class SlotRun:
         self.on_job = on_job
         self.prepare = prepare
         self.warm = warm  # start-up work for the loop while the first claim runs
+        # A catch-up overlaps its slots: the next slot is opened once a claim of this one comes
+        # back empty (``on_claimed_all``), claims and starts its first chunk, and sends once this
+        # one has nothing left to send (``on_sent``: its last results may still be being
+        # written) and the catch-up opens its ``gate``. ``signals`` False: the caller takes
+        # SIGTERM and SIGINT and calls ``stop``.
+        self.gated = gate is not None and not gate.done()
+        if self.gated:
+            gate.add_done_callback(self._open_gate)
+        self.on_claimed_all = on_claimed_all
+        self.on_sent = on_sent
+        self.signals = signals
         self.preparing: asyncio.Future | None = None  # submitted once, then kept
         self.claimed: set[str] = set()  # every id this run claimed (on the store thread)
         self.adopt: list[str] = []  # drop-ins a shard imported, to claim whatever their shard
@@ -211,17 +225,33 @@ class SlotRun:
                 and self.finished is not None and not self.finished.done())
 
     # -- on the event loop --------------------------------------------------------------------
-    def stop(self, signum: int = signal.SIGTERM) -> None:
-        """Stop claiming and sending; what is in flight finishes and is recorded."""
+    def stop(self, signum: int | None = signal.SIGTERM) -> None:
+        """Stop claiming and sending; what is in flight finishes and is recorded. ``signum``
+        None: stopped for a reason of the caller's (no ``Interrupted``)."""
         if self.stopped_by is None:
             self.stopped_by = signum
-        self.exhausted = True
+        self._exhaust()
         self.halted = True
         self._pump()
 
     def _fail(self, error: BaseException | None) -> None:
-        self.exhausted = True
+        self._exhaust()
         self.error = self.error or error
+
+    def _exhaust(self) -> None:
+        """No more claims."""
+        self.exhausted = True
+        self._claimed_all()
+
+    def _claimed_all(self) -> None:
+        """A claim came back empty (the slot may still import drop-ins), or no more claims."""
+        if self.on_claimed_all is not None:
+            told, self.on_claimed_all = self.on_claimed_all, None
+            told()
+
+    def _open_gate(self, _: asyncio.Future) -> None:
+        self.gated = False
+        self._pump()
 
     def _kick_prepare(self) -> asyncio.Future | None:
         if self.preparing is None and self.prepare is not None and not self.closing:
@@ -232,8 +262,10 @@ class SlotRun:
     def _prepared(self, fut: asyncio.Future) -> None:
         if fut.cancelled() or fut.exception() is not None:
             self._fail(None if fut.cancelled() else fut.exception())
-        self.wait_prepare = False
-        self._pump()  # a claim that waited for it goes now
+        waited, self.wait_prepare = self.wait_prepare, False
+        if waited:  # the claim that waited for it goes now, not once the jobs in hand are sent:
+            self._kick_claim()  # its empty answer ends the claims (``on_claimed_all``)
+        self._pump()
 
     def _kick_claim(self) -> asyncio.Future | None:
         if self.claiming is None and not self.exhausted:
@@ -256,8 +288,9 @@ class SlotRun:
             return
         jobs = fut.result()
         if not jobs:
+            self._claimed_all()
             if self.claim_after_prepare:
-                self.exhausted = True
+                self._exhaust()
             elif self._kick_prepare() is not None and not self.preparing.done():  # type: ignore[union-attr]
                 self.wait_prepare = True  # the next claim, made once it ended, sees its drop-ins
         self.queue.extend(jobs)
@@ -323,7 +356,7 @@ class SlotRun:
         self.pumping = True
         try:
             ready = self.ready
-            while (ready and self.inflight < self.limit and not self.halted
+            while (ready and self.inflight < self.limit and not self.halted and not self.gated
                    and self.unrecorded < self.record_cap):
                 job = ready.popleft()
                 if len(ready) < self.start_size:
@@ -381,21 +414,14 @@ class SlotRun:
             await asyncio.sleep(FLUSH_EVERY)
             self.flush()
 
-    def _catch_signals(self) -> list[int]:
-        if threading.current_thread() is not threading.main_thread():
-            return []  # signal handlers belong to the main thread (a library caller's loop)
-        caught = []
-        for sig in STOP_SIGNALS:
-            try:
-                self.loop.add_signal_handler(sig, self.stop, sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                continue
-            caught.append(sig)
-        return caught
+    def _sent(self) -> None:
+        if self.on_sent is not None:
+            told, self.on_sent = self.on_sent, None
+            told()
 
     async def run(self) -> None:
         self.loop = asyncio.get_running_loop()
-        caught = self._catch_signals()
+        caught = catch_stop_signals(self.loop, self.stop) if self.signals else []
         flusher = asyncio.ensure_future(self._flush_often())
         try:
             self.finished = self.loop.create_future()
@@ -407,6 +433,7 @@ class SlotRun:
             self.flush()
             if self._kick_prepare() is not None:  # stopped or failed before it was queued
                 self.writes.append(self.preparing)
+            self._sent()
             failed = [r for r in await asyncio.gather(*self.writes, return_exceptions=True)
                       if isinstance(r, BaseException)]
             if failed:
@@ -415,9 +442,10 @@ class SlotRun:
                 raise self.error  # a claim or start failed: what is left waits for the next run
         finally:
             flusher.cancel()
+            self._sent()
             for sig in caught:
                 self.loop.remove_signal_handler(sig)
-            self.exhausted = True  # what is handed over below is given back, never started
+            self._exhaust()  # what is handed over below is given back, never started
             self.halted = True
             # a claim, start or write still under way finishes first
             under_way = [f for f in (self.claiming, self.starting, *self.writes)
@@ -440,3 +468,19 @@ class SlotRun:
             raise Interrupted(self.stopped_by, (
                 f"stopped by {name}: slot {self.summary.slot}: {self.summary.ran} job(s) "
                 f"recorded, {len(unsent)} unsent claim(s) given back; the next run sends them"))
+
+
+def catch_stop_signals(loop: asyncio.AbstractEventLoop,
+                       stop: Callable[[int], None]) -> list[int]:
+    """SIGTERM and SIGINT call ``stop(signum)`` on ``loop``; returns the signals caught (none
+    off the main thread: signal handlers belong to it, and a library caller's loop may not)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    caught = []
+    for sig in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        caught.append(sig)
+    return caught

@@ -78,6 +78,79 @@ def test_each_slot_of_a_catch_up_tries_a_failing_host_afresh(home, clock):
     assert [(s.ran, s.retried, s.deferred) for s in result.slots] == [(3, 3, 2)] * 2
 
 
+def test_a_catch_up_claims_the_next_slot_while_one_slot_sends_at_a_time(home, clock):
+    # slot 2 is claimed while slot 1's last request is still unanswered (the receiver holds it
+    # until slot 2's rows are leased, 5 s at most), and none of slot 2 is sent before every
+    # request of slot 1 was answered
+    import sqlite3
+
+    from awty.testing.receiver import Receiver
+
+    per_slot = 30
+    seen: list[tuple[str, int]] = []  # (slot of the request, slot 2's leased rows then)
+
+    def leased(slot: str) -> int:
+        conn = sqlite3.connect(home / "awty.db", timeout=5)
+        try:
+            return conn.execute("SELECT count(*) FROM future_job WHERE status = 'in_flight' "
+                                "AND next_check_at = ?", (slot,)).fetchone()[0]
+        finally:
+            conn.close()
+
+    def on_request(req) -> None:
+        n = len(seen) + 1
+        here = json.loads(req.body)["slot"]
+        claimed = 0
+        if n == per_slot:  # slot 1's last request: wait for slot 2's claim
+            deadline = time.monotonic() + 5
+            while not (claimed := leased(iso(slots[1]))) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        seen.append((here, claimed))
+
+    with Receiver(on_request=on_request, delay=0.02) as rx:  # slot 1 sends for ~80 ms
+        a = make(home, clock, concurrency=8, store_process="on")
+        added = [a.add(rx.url("/o"), in_=f"{15 * i + 5}m", payload={"k": k}).job
+                 for i in range(3) for k in range(per_slot)]
+        slots = sorted({j.next_check_at for j in added})
+        clock.advance(timedelta(hours=1))
+        result = a.catchup()
+    assert [s.ran for s in result.slots] == [per_slot] * 3 and not rx.errors
+    order = [slot for slot, _ in seen]
+    assert order == sorted(order)  # one slot sends at a time, oldest first
+    assert seen[per_slot - 1][1] > 0  # slot 2 was claimed before slot 1's last answer
+    assert db_rows(home, "future_job") == [] and tree_files(home) == []
+
+
+def test_an_error_in_one_slot_of_a_catch_up_stops_the_slots_after_it(home, clock, rx,
+                                                                      monkeypatch):
+    # slot 1 breaks while slot 2 sends and slot 3 may be claimed: the error goes up once the
+    # open slots have stopped, their results recorded and their unsent claims given back
+    from awty.runner import Runner
+
+    a = make(home, clock, concurrency=4)
+    ids = [a.add(rx.url("/e"), in_=f"{15 * i + 5}m", payload={"k": k}).job.id
+           for i in range(3) for k in range(20)]
+    clock.advance(timedelta(hours=1))
+    settle = Runner._settle_tree
+
+    def broken(self, slot, summary, done):
+        settle(self, slot, summary, done)
+        if summary.slot == first:
+            raise RuntimeError("the tree broke")
+
+    first = slot_id(min(j.next_check_at for j in a.list()))
+    monkeypatch.setattr(Runner, "_settle_tree", broken)
+    with pytest.raises(RuntimeError, match="the tree broke"):
+        a.catchup()
+    left = db_rows(home, "future_job")
+    assert {(r["status"], r["lease_owner"]) for r in left} == {("pending", None)}
+    assert len(left) + len(db_rows(home, "job_history")) == 60
+    assert len(left) >= 20  # slot 3 sent nothing
+    monkeypatch.undo()
+    a.catchup()
+    assert sorted(delivered_ids(rx)) == sorted(ids)  # the rest sent, each once
+
+
 def test_catchup_cli_dry_run_then_fire(home, clock, rx, tmp_path):
     a = make(home, clock)
     for i in range(4):
