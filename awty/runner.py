@@ -221,10 +221,12 @@ class Runner:
                 cur = _Opened(loop, slot_id(slot), gated=prev is not None)
                 cur.task = asyncio.ensure_future(self._slot(slot, opts, cur.summary, cur))
                 if prev is not None:
+                    await prev.until(prev.all_started)
+                    _set(cur.start_gate)
                     await prev.until(prev.sent)
                     for ex in (self._shared_executors or {}).values():
                         ex.new_run()  # each slot starts afresh: breakers closed, names resolved
-                    cur.go()
+                    _set(cur.send_gate)
                     ending.append(prev)
                     while len(ending) > 1:  # the newest is still writing its last results
                         await self._end_of(ending.pop(0), out)
@@ -406,8 +408,9 @@ class Runner:
                 self._sending.discard(run)
                 _set(opened.sent)
 
-            hooks = {"gate": opened.gate, "on_claimed_all": lambda: _set(opened.claimed_all),
-                     "on_sent": sent}
+            hooks = {"start_gate": opened.start_gate, "send_gate": opened.send_gate,
+                     "on_claimed_all": lambda: _set(opened.claimed_all),
+                     "on_all_started": lambda: _set(opened.all_started), "on_sent": sent}
         run = SlotRun(
             store=store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
             owner=owner, summary=summary,
@@ -550,26 +553,25 @@ class Runner:
 
 class _Opened:
     """A catch-up's slot under way: its task (``Runner._slot``), its summary, and the moments
-    the catch-up waits for (a claim back empty, nothing left to send) or gives (go: send)."""
+    the catch-up waits for (a claim back empty, its last job started, nothing left to send) or
+    gives (its gates: start, send)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sid: str, gated: bool):
         self.summary = SlotSummary(slot=sid)
         self.task: asyncio.Future  # set once the slot's coroutine is made with this
         self.claimed_all = loop.create_future()
+        self.all_started = loop.create_future()
         self.sent = loop.create_future()
-        self.gate = loop.create_future() if gated else None
-
-    def go(self) -> None:
-        if self.gate is not None:
-            _set(self.gate)
+        self.start_gate = loop.create_future() if gated else None
+        self.send_gate = loop.create_future() if gated else None
 
     async def until(self, moment: asyncio.Future) -> None:
         """Until ``moment`` or the slot's end (busy, failed, or over before it came)."""
         await asyncio.wait([moment, self.task], return_when=asyncio.FIRST_COMPLETED)
 
 
-def _set(fut: asyncio.Future) -> None:
-    if not fut.done():
+def _set(fut: asyncio.Future | None) -> None:
+    if fut is not None and not fut.done():
         fut.set_result(None)
 
 

@@ -73,8 +73,10 @@ class SlotRun:
                  on_job: Callable[[str], None] | None = None,
                  prepare: Callable[[set[str]], list[str]] | None = None,
                  warm: Callable[[], None] | None = None,
-                 gate: asyncio.Future | None = None,
+                 start_gate: asyncio.Future | None = None,
+                 send_gate: asyncio.Future | None = None,
                  on_claimed_all: Callable[[], None] | None = None,
+                 on_all_started: Callable[[], None] | None = None,
                  on_sent: Callable[[], None] | None = None, signals: bool = True):
         self.store = store
         self.clock = clock
@@ -89,14 +91,20 @@ class SlotRun:
         self.prepare = prepare
         self.warm = warm  # start-up work for the loop while the first claim runs
         # A catch-up overlaps its slots: the next slot is opened once a claim of this one comes
-        # back empty (``on_claimed_all``), claims and starts its first chunk, and sends once this
-        # one has nothing left to send (``on_sent``: its last results may still be being
-        # written) and the catch-up opens its ``gate``. ``signals`` False: the caller takes
-        # SIGTERM and SIGINT and calls ``stop``.
-        self.gated = gate is not None and not gate.done()
-        if self.gated:
-            gate.add_done_callback(self._open_gate)
+        # back empty (``on_claimed_all``) and claims; it starts its first chunk once this one
+        # has started its last (``on_all_started``: the catch-up opens its ``start_gate``), so
+        # that a job is started no sooner than in one slot's run (about START_LEAD seconds of
+        # sending ahead), and sends once this one has nothing left to send (``on_sent``; its
+        # last results may still be being written: ``send_gate``).
+        # ``signals`` False: the caller takes SIGTERM and SIGINT and calls ``stop``.
+        self.may_start = start_gate is None or start_gate.done()
+        self.may_send = send_gate is None or send_gate.done()
+        if not self.may_start:
+            start_gate.add_done_callback(self._may_start)
+        if not self.may_send:
+            send_gate.add_done_callback(self._may_send)
         self.on_claimed_all = on_claimed_all
+        self.on_all_started = on_all_started
         self.on_sent = on_sent
         self.signals = signals
         self.preparing: asyncio.Future | None = None  # submitted once, then kept
@@ -249,8 +257,12 @@ class SlotRun:
             told, self.on_claimed_all = self.on_claimed_all, None
             told()
 
-    def _open_gate(self, _: asyncio.Future) -> None:
-        self.gated = False
+    def _may_start(self, _: asyncio.Future) -> None:
+        self.may_start = True
+        self._pump()
+
+    def _may_send(self, _: asyncio.Future) -> None:
+        self.may_send = True
         self._pump()
 
     def _kick_prepare(self) -> asyncio.Future | None:
@@ -299,7 +311,7 @@ class SlotRun:
         self._pump()
 
     def _kick_start(self) -> asyncio.Future | None:
-        if self.starting is None and self.queue and self.error is None:
+        if self.starting is None and self.queue and self.error is None and self.may_start:
             if self.first_sent is not None and self.executed:
                 rate = self.executed / max(1e-3, monotonic() - self.first_sent)
                 self.start_size = max(self.chunk, min(self.big_start, int(rate * START_LEAD)))
@@ -356,7 +368,7 @@ class SlotRun:
         self.pumping = True
         try:
             ready = self.ready
-            while (ready and self.inflight < self.limit and not self.halted and not self.gated
+            while (ready and self.inflight < self.limit and not self.halted and self.may_send
                    and self.unrecorded < self.record_cap):
                 job = ready.popleft()
                 if len(ready) < self.start_size:
@@ -367,8 +379,10 @@ class SlotRun:
                 self.execute(job, self.executions, self._done)
             if (not ready and not self.halted and self.inflight < self.limit
                     and self.unrecorded < self.record_cap):
-                # room to send and nothing ready (a worker idle, in a runner with tasks)
-                if self._kick_start() is None:
+                # room to send and nothing ready (a worker idle, in a runner with tasks); a
+                # slot waiting to start claims a batch ahead, not the whole slot
+                if self._kick_start() is None and (self.may_start
+                                                   or len(self.queue) < self.low_water):
                     self._kick_claim()
         finally:
             self.pumping = False
@@ -378,6 +392,10 @@ class SlotRun:
         """The run is over when nothing is in flight and either it was halted, or nothing is
         left to send: no claim or start under way, nothing started and unsent, the slot empty
         (or a claim or start failed: what was not started then waits for the next run)."""
+        if (self.on_all_started is not None and self.exhausted and not self.queue
+                and self.starting is None):
+            told, self.on_all_started = self.on_all_started, None
+            told()
         if self.inflight or self.finished is None or self.finished.done():
             return
         if not self.halted:
