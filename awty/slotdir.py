@@ -10,6 +10,7 @@ import json
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -215,8 +216,9 @@ class Staged:
                 if mine and not self._move_whole(sid):
                     for name in mine:
                         try:
-                            os.rename(name, name, src_dir_fd=sfd,
-                                      dst_dir_fd=self.tree._dir_fd(sid))
+                            with self.tree.fd_lock:
+                                os.rename(name, name, src_dir_fd=sfd,
+                                          dst_dir_fd=self.tree._dir_fd(sid))
                         except FileNotFoundError:
                             left.append(named[name])  # its slot directory just went
             finally:
@@ -226,20 +228,21 @@ class Staged:
     def _move_whole(self, sid: str) -> bool:
         """The staged directory becomes the slot's, if the slot has none (or an empty one: a
         runner writing into that one then finds it gone, ENOENT, and opens the new one)."""
-        try:
-            root = self.tree.root_fd()
-            os.stat(sid, dir_fd=root, follow_symlinks=False)
-            return False  # the slot has a directory: a file at a time
-        except FileNotFoundError:
-            pass
-        except OSError:
-            return False
-        try:
-            os.rename(sid, sid, src_dir_fd=self.fd, dst_dir_fd=root)
-        except OSError:
-            return False  # made and filled meanwhile, or not a directory: a file at a time
-        self.tree._forget(sid)
-        return True
+        with self.tree.fd_lock:
+            try:
+                root = self.tree.root_fd()
+                os.stat(sid, dir_fd=root, follow_symlinks=False)
+                return False  # the slot has a directory: a file at a time
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return False
+            try:
+                os.rename(sid, sid, src_dir_fd=self.fd, dst_dir_fd=root)
+            except OSError:
+                return False  # made and filled meanwhile, or not a directory: a file at a time
+            self.tree._forget(sid)
+            return True
 
     def discard(self) -> None:
         """Remove what is left (envelopes of rows not added) and the directory."""
@@ -272,6 +275,11 @@ class SlotTree:
         self._made: set[str] = set()
         self._fds: dict[str, int] = {}
         self._root_fd: int | None = None
+        # Held while a cached descriptor is used, not only looked up: a runner writes from
+        # several threads (two slots' recorders in a catch-up, the reconciler), and a
+        # descriptor closed by another thread's eviction or ``_forget`` meanwhile could be
+        # reopened as another slot's, putting the envelope in the wrong directory.
+        self.fd_lock = threading.RLock()
 
     def slot_path(self, slot: datetime) -> Path:
         return self.root / slot_id(slot)
@@ -296,24 +304,27 @@ class SlotTree:
         data = envelope_bytes(job, isos)
         final = f"{job.id}.json"
         for again in (False, True):
-            dfd = self._dir_fd(sid)
-            try:
-                if _TMPFILE_OK[0]:
-                    try:
-                        return _link_new(dfd, final, data)
-                    except FileExistsError:
-                        pass  # replacing an envelope: rename over it below
-                    except OSError as e:
-                        if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-                            raise
-                        _TMPFILE_OK[0] = False
-                return _rename_into(dfd, final, data)
-            except OSError:
-                if again or not _removed(dfd):
-                    raise
-                self._forget(sid)  # the directory was removed under us (its slot emptied)
+            with self.fd_lock:
+                dfd = self._dir_fd(sid)
+                try:
+                    if _TMPFILE_OK[0]:
+                        try:
+                            return _link_new(dfd, final, data)
+                        except FileExistsError:
+                            pass  # replacing an envelope: rename over it below
+                        except OSError as e:
+                            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                                raise
+                            _TMPFILE_OK[0] = False
+                    return _rename_into(dfd, final, data)
+                except OSError:
+                    if again or not _removed(dfd):
+                        raise
+                    self._forget(sid)  # the directory was removed under us (its slot emptied)
 
     def _dir_fd(self, sid: str) -> int:
+        """The slot directory's descriptor, cached; call it, and use what it returns, holding
+        ``fd_lock``."""
         fd = self._fds.get(sid)
         if fd is None:
             try:
@@ -342,7 +353,8 @@ class SlotTree:
         return self.home
 
     def root_fd(self) -> int:
-        """A descriptor of ``slots/`` (made if missing; never through a symlink), kept open."""
+        """A descriptor of ``slots/`` (made if missing; never through a symlink), kept open.
+        Use it holding ``fd_lock``."""
         if self._root_fd is not None and _removed(self._root_fd):
             os.close(self._root_fd)
             self._root_fd = None
@@ -351,18 +363,20 @@ class SlotTree:
         return self._root_fd
 
     def _forget(self, sid: str) -> None:
-        self._made.discard(sid)
-        fd = self._fds.pop(sid, None)
-        if fd is not None:
-            os.close(fd)
+        with self.fd_lock:
+            self._made.discard(sid)
+            fd = self._fds.pop(sid, None)
+            if fd is not None:
+                os.close(fd)
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-        if self._root_fd is not None:
-            os.close(self._root_fd)
-            self._root_fd = None
+        with self.fd_lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+            if self._root_fd is not None:
+                os.close(self._root_fd)
+                self._root_fd = None
 
     def write_many(self, jobs: Iterable[Job]) -> int:
         # In the order given, not slot by slot: a batch's jobs usually alternate between
@@ -390,16 +404,17 @@ class SlotTree:
 
     def remove(self, job_id: str, slot: datetime) -> bool:
         sid = slot_id(slot)
-        fd = self._fds.get(sid)
-        try:
-            if fd is None:
-                if not _is_real_dir(os.path.join(self.root, sid)):
-                    return False
-                fd = self._dir_fd(sid)
-            os.unlink(f"{job_id}.json", dir_fd=fd)
-            return True
-        except FileNotFoundError:
-            return False
+        with self.fd_lock:
+            fd = self._fds.get(sid)
+            try:
+                if fd is None:
+                    if not _is_real_dir(os.path.join(self.root, sid)):
+                        return False
+                    fd = self._dir_fd(sid)
+                os.unlink(f"{job_id}.json", dir_fd=fd)
+                return True
+            except FileNotFoundError:
+                return False
 
     def remove_many(self, job_ids: list[str], slot: datetime) -> list[OSError]:
         """Remove these jobs' envelopes from one slot; returns the errors (a missing file is

@@ -119,6 +119,56 @@ def test_a_slot_directory_removed_under_an_open_tree_is_made_again(tmp_path):
     tree.close()
 
 
+def test_an_envelope_lands_in_its_own_slot_while_another_thread_fills_the_cache(tmp_path,
+                                                                                 monkeypatch):
+    # A runner writes envelopes from several threads (two slots' recorders in a catch-up, the
+    # reconciler). The tree caches one descriptor per slot and evicts the oldest past 256: a
+    # descriptor closed by another thread while a write is using it can be reopened as
+    # another slot's, and the envelope would land there. Writer A pauses inside its write
+    # (after taking its slot's descriptor) until writer B has written into 300 other slots,
+    # or 0.5 s (B waits for A's write to end, when the tree keeps them apart).
+    import threading
+
+    from awty import slotdir
+
+    tree = SlotTree(tmp_path)
+    settings = Settings()
+    a_job = jobspec.build({"target": URL, "in": "1m"}, now=NOW, settings=settings)[0]
+    b_jobs = [jobspec.build({"target": URL, "in": f"{16 * (i + 1)}m"}, now=NOW,
+                            settings=settings)[0] for i in range(300)]
+    assert len({j.next_check_at for j in b_jobs} | {a_job.next_check_at}) == 301
+    a_inside, b_done = threading.Event(), threading.Event()
+    real = {"_link_new": slotdir._link_new, "_rename_into": slotdir._rename_into}
+
+    def pausing(name):
+        def write(dfd, final, data):
+            if final == f"{a_job.id}.json":
+                a_inside.set()
+                b_done.wait(0.5)
+            return real[name](dfd, final, data)
+        return write
+
+    for name in real:
+        monkeypatch.setattr(slotdir, name, pausing(name))
+    a = threading.Thread(target=tree.write, args=(a_job,))
+    a.start()
+    assert a_inside.wait(5)
+
+    def fill():
+        tree.write_many(b_jobs)
+        b_done.set()
+
+    b = threading.Thread(target=fill)
+    b.start()
+    a.join(10)
+    b.join(10)
+    assert not a.is_alive() and not b.is_alive()
+    assert [e.job_id for e in tree.entries(a_job.next_check_at)] == [a_job.id]
+    for job in b_jobs:
+        assert [e.job_id for e in tree.entries(job.next_check_at)] == [job.id]
+    tree.close()
+
+
 def test_a_batch_memo_reads_each_value_as_itself():
     # One memo serves a whole batch; a value equal to a remembered one but of another type
     # (True == 1, 1 == 1.0) must still be read, and refused, on its own.
