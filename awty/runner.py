@@ -44,7 +44,7 @@ from .reconcile import Reconciler
 from .record import Record, _draft, _seal
 from .slotdir import SlotTree
 from .executors.base import submit
-from .slotrun import Done, SlotRun, catch_stop_signals
+from .slotrun import Backlog, Done, SlotRun, catch_stop_signals
 from .slots import current_slot, iso, slot_id
 from .store.base import Store
 from .store.remote import RunStore
@@ -113,12 +113,15 @@ class Runner:
         self.on_event = on_event or (lambda kind, data: None)
         self._watched = on_event is not None  # a slot's count is read only for a watcher
         self._done: list[str] = []  # ``run ID…``'s recorded jobs: their envelopes go
-        # A catch-up runs its slots on one event loop, one RunStore and one set of executors
-        # (see ``catchup``); the runs sending now, which its SIGTERM/SIGINT handler stops.
+        # A catch-up runs its slots on one event loop, one RunStore, one set of executors and
+        # one backlog of unwritten results (see ``catchup``); the runs sending now, which its
+        # SIGTERM/SIGINT handler, or an error in a slot before theirs, stops.
         self._shared: RunStore | None = None
         self._shared_executors: dict[Kind, Any] | None = None
+        self._backlog: Backlog | None = None
         self._sending: set[SlotRun] = set()
         self._stopped_by: int | None = None
+        self._failed: datetime | None = None  # the first slot of a catch-up that raised
 
     # -- public -------------------------------------------------------------------------
     def run_slot(self, slot: datetime, opts: RunOptions | None = None) -> SlotSummary:
@@ -183,13 +186,14 @@ class Runner:
             with _loop_runner() as loop:
                 self._shared = RunStore(self.store, mode, self.s.batch_size, loop.get_loop())
                 self._shared_executors = {}
+                self._backlog = Backlog(self.s.batch_size)
                 try:
                     loop.run(self._catch_up(sorted(counts), opts, out, announce))
                 finally:
                     loop.run(_close_all(self._shared_executors))
                     loop.run(self._shared.aclose())
         finally:
-            self._shared, self._shared_executors = None, None
+            self._shared, self._shared_executors, self._backlog = None, None, None
             self._sending.clear()
             if self.tree is not None:
                 self.tree.purge_retired()
@@ -199,42 +203,49 @@ class Runner:
     async def _catch_up(self, slots: list[datetime], opts: RunOptions, out: CatchupSummary,
                         announce: Callable[[datetime], None]) -> None:
         """The slots in order, each under its own lock and owner session, overlapped: once a
-        slot's claim comes back empty, the next one is opened and claims and starts its first
-        chunk; it sends once the slot before has nothing left to send (one slot sends at a
-        time), while that one's last results are written and its directory retired. Run one
-        after the other, a slot of 1,000 spent ~9 ms between its last answer and the next
-        slot's first request, a store busy with results the wire had outrun. At most three
-        slots are open: one ending, one sending, one claiming. SIGTERM/SIGINT stop the open
-        slots and open no other; an error in one slot stops the slots after it (without
-        ``Interrupted``) and is raised once they are over."""
+        slot's claim comes back empty, the next one is opened and claims a batch; it starts its
+        first chunk once the slot before has started its last, and sends once that one has
+        nothing left to send (one slot sends at a time), while that one's last results are
+        written and its directory retired. Run one after the other, a slot of 1,000 spent ~9 ms
+        between its last answer and the next slot's first request, a store busy with results
+        the wire had outrun. At most three slots are open: one ending, one sending, one
+        claiming; their unwritten results count against one backlog (two batches). SIGTERM/SIGINT
+        stop the open slots and open no other; an error in one slot stops the slots after it at
+        once (without ``Interrupted``: their unsent claims are given back), the slots before it
+        finish, and the error is raised once they are over."""
         loop = asyncio.get_running_loop()
-        self._stopped_by = None
+        self._stopped_by, self._failed = None, None
         caught = catch_stop_signals(loop, self._stop_catch_up)
         ending: list[_Opened] = []  # nothing left to send; in slot order
         prev: _Opened | None = None
         cur: _Opened | None = None
         try:
             for slot in slots:
-                if self._stopped_by is not None:
+                if self._stopped_by is not None or self._failed is not None:
                     break
                 announce(slot)
                 cur = _Opened(loop, slot_id(slot), gated=prev is not None)
                 cur.task = asyncio.ensure_future(self._slot(slot, opts, cur.summary, cur))
+                cur.task.add_done_callback(lambda t, slot=slot: self._slot_ended(t, slot))
                 if prev is not None:
                     await prev.until(prev.all_started)
+                    if self._failed is not None:
+                        break
                     _set(cur.start_gate)
                     await prev.until(prev.sent)
+                    if self._failed is not None:
+                        break
                     for ex in (self._shared_executors or {}).values():
                         ex.new_run()  # each slot starts afresh: breakers closed, names resolved
                     _set(cur.send_gate)
                     ending.append(prev)
+                    prev = None
                     while len(ending) > 1:  # the newest is still writing its last results
                         await self._end_of(ending.pop(0), out)
                 await cur.until(cur.claimed_all)
                 prev, cur = cur, None
-            if prev is not None:
-                ending.append(prev)
-                prev = None
+            ending += [o for o in (prev, cur) if o is not None]  # a failed slot's error goes up
+            prev = cur = None
             while ending:
                 await self._end_of(ending.pop(0), out)
         finally:
@@ -263,6 +274,17 @@ class Runner:
             self._stopped_by = signum
         for run in list(self._sending):
             run.stop(signum)
+
+    def _slot_ended(self, task: asyncio.Future, slot: datetime) -> None:
+        """A catch-up's slot ended: if it raised, the slots after it stop now, not once the
+        catch-up reaches its error in slot order (by then the next slot had sent in full)."""
+        if task.cancelled() or isinstance(task.exception(), (Interrupted, type(None))):
+            return
+        if self._failed is None or slot < self._failed:
+            self._failed = slot
+        for run in list(self._sending):
+            if run.slot > slot:
+                run.stop(None)
 
     async def _slot(self, slot: datetime, opts: RunOptions, summary: SlotSummary,
                     opened: _Opened | None = None) -> None:
@@ -417,14 +439,17 @@ class Runner:
             execute=Executing(self, slot, opts, executors),
             recorded=lambda applied: self._apply_files(applied, summary, done),
             on_job=self._on_job(), prepare=prepare,
-            warm=_warm_http, signals=opened is None, **hooks)
+            warm=_warm_http, signals=opened is None, backlog=self._backlog, **hooks)
         if opened is not None:
             self._sending.add(run)  # what a signal stops, until it has nothing left to send
             if self._stopped_by is not None:  # a signal came while the slot was opened
                 run.stop(self._stopped_by)
+            elif self._failed is not None and slot > self._failed:  # so did an earlier error
+                run.stop(None)
         try:
             await run.run()
         finally:
+            self._sending.discard(run)
             if executors is not shared:
                 await _close_all(executors)
             if store is not self._shared:

@@ -66,6 +66,24 @@ def lease_seconds(s: Settings) -> float:
     return max(s.lease, s.timeout * (s.quick_retries + 1) * (waves + 1) + 60)
 
 
+class Backlog:
+    """Results sent and not yet written (buffered, or in a write under way), counted across
+    the runs that share it: sending pauses at ``cap``. A catch-up's open slots share one, so
+    that a slot that sends while the slots before it still write their last results keeps
+    the bound of a lone run: a store slower than the wire never lets more than two batches of
+    results wait, each one a callback a SIGKILL would send again."""
+
+    __slots__ = ("n", "cap", "runs")
+
+    def __init__(self, batch_size: int):
+        self.n = 0
+        self.cap = 2 * max(1, batch_size)
+        self.runs: list[SlotRun] = []  # what a write's end may let send again
+
+    def room(self) -> bool:
+        return self.n < self.cap
+
+
 class SlotRun:
     def __init__(self, *, store: RunStore, clock: Clock, settings: Settings, slot: datetime,
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
@@ -77,7 +95,8 @@ class SlotRun:
                  send_gate: asyncio.Future | None = None,
                  on_claimed_all: Callable[[], None] | None = None,
                  on_all_started: Callable[[], None] | None = None,
-                 on_sent: Callable[[], None] | None = None, signals: bool = True):
+                 on_sent: Callable[[], None] | None = None, signals: bool = True,
+                 backlog: Backlog | None = None):
         self.store = store
         self.clock = clock
         self.s = settings
@@ -139,11 +158,12 @@ class SlotRun:
         self.decisions: list[Decision] = []
         self.executions: list[Execution] = []
         self.writes: list[asyncio.Future] = []
-        # Decisions not yet written (buffered or in a write under way). Sending pauses at two
-        # batches: a store slower than the wire (a busy disk, a loaded core) would otherwise
-        # let results pile up in memory, each one a callback a SIGKILL would send again.
+        # Decisions not yet written (buffered or in a write under way), this run's; sending
+        # pauses at two batches in the ``backlog`` (this run's, or a catch-up's open slots'): a
+        # store slower than the wire (a busy disk, a loaded core) would otherwise let results
+        # pile up in memory, each one a callback a SIGKILL would send again.
         self.unrecorded = 0
-        self.record_cap = 2 * max(1, settings.batch_size)
+        self.backlog = backlog or Backlog(settings.batch_size)
         self.limit = max(1, settings.concurrency)  # jobs in flight at most
         self.inflight = 0
         self.pumping = False
@@ -219,9 +239,13 @@ class SlotRun:
                         raise
         finally:
             self.unrecorded -= len(batch)
+            self.backlog.n -= len(batch)
             if self._tail():
                 self.flush()
             self._pump()
+            for run in self.backlog.runs:
+                if run is not self:
+                    run._pump()  # paused at the backlog's cap by this run's results
         await self.loop.run_in_executor(self.rec_io, self.recorded, applied)
 
     def _tail(self) -> bool:
@@ -368,8 +392,9 @@ class SlotRun:
         self.pumping = True
         try:
             ready = self.ready
+            room = self.backlog.room
             while (ready and self.inflight < self.limit and not self.halted and self.may_send
-                   and self.unrecorded < self.record_cap):
+                   and room()):
                 job = ready.popleft()
                 if len(ready) < self.start_size:
                     self._kick_start()  # the next chunk is started while this one is sent
@@ -378,7 +403,7 @@ class SlotRun:
                     self.first_sent = monotonic()
                 self.execute(job, self.executions, self._done)
             if (not ready and not self.halted and self.inflight < self.limit
-                    and self.unrecorded < self.record_cap):
+                    and room()):
                 # room to send and nothing ready (a worker idle, in a runner with tasks); a
                 # slot waiting to start claims a batch ahead, not the whole slot
                 if self._kick_start() is None and (self.may_start
@@ -393,7 +418,7 @@ class SlotRun:
         left to send: no claim or start under way, nothing started and unsent, the slot empty
         (or a claim or start failed: what was not started then waits for the next run)."""
         if (self.on_all_started is not None and self.exhausted and not self.queue
-                and self.starting is None):
+                and self.starting is None and self.error is None):
             told, self.on_all_started = self.on_all_started, None
             told()
         if self.inflight or self.finished is None or self.finished.done():
@@ -416,6 +441,7 @@ class SlotRun:
                 self._release_hold()
             self.decisions.append(outcome)
             self.unrecorded += 1
+            self.backlog.n += 1
             if self.preparing is None:
                 self._kick_prepare()
             if self.on_job is not None:
@@ -441,17 +467,20 @@ class SlotRun:
         self.loop = asyncio.get_running_loop()
         caught = catch_stop_signals(self.loop, self.stop) if self.signals else []
         flusher = asyncio.ensure_future(self._flush_often())
+        self.backlog.runs.append(self)
         try:
             self.finished = self.loop.create_future()
             self._kick_claim()
             if self.warm is not None:
                 self.warm()
+            self._pump()  # stopped before it ran (a catch-up's slot): nothing else would end it
             await self.finished
             flusher.cancel()
             self.flush()
             if self._kick_prepare() is not None:  # stopped or failed before it was queued
                 self.writes.append(self.preparing)
-            self._sent()
+            if self.error is None:  # failed, the run's end tells: the next slot is stopped then
+                self._sent()
             failed = [r for r in await asyncio.gather(*self.writes, return_exceptions=True)
                       if isinstance(r, BaseException)]
             if failed:
@@ -460,7 +489,6 @@ class SlotRun:
                 raise self.error  # a claim or start failed: what is left waits for the next run
         finally:
             flusher.cancel()
-            self._sent()
             for sig in caught:
                 self.loop.remove_signal_handler(sig)
             self._exhaust()  # what is handed over below is given back, never started
@@ -470,6 +498,9 @@ class SlotRun:
                          if f is not None and not f.done()]
             if under_way:
                 await asyncio.wait(under_way)
+            self.backlog.runs.remove(self)
+            self.backlog.n -= self.unrecorded  # results never written (cancelled): not waiting
+            self.unrecorded = 0
             self.closing = True
             self.io.shutdown(wait=True)
             self.rec_io.shutdown(wait=True)

@@ -123,13 +123,16 @@ def test_a_catch_up_claims_the_next_slot_while_one_slot_sends_at_a_time(home, cl
 
 def test_an_error_in_one_slot_of_a_catch_up_stops_the_slots_after_it(home, clock, rx,
                                                                       monkeypatch):
-    # slot 1 breaks while slot 2 sends and slot 3 may be claimed: the error goes up once the
-    # open slots have stopped, their results recorded and their unsent claims given back
+    # Slot 1 breaks (its tree, once its last request is answered) while slot 2 sends, slowly:
+    # slot 2 stops at once, not once the catch-up reaches slot 1's error in slot order (by then
+    # slot 2 had sent in full); slot 3 sends nothing. The error goes up once the open slots
+    # have stopped, their results recorded and their unsent claims given back.
     from awty.runner import Runner
 
-    a = make(home, clock, concurrency=4)
-    ids = [a.add(rx.url("/e"), in_=f"{15 * i + 5}m", payload={"k": k}).job.id
-           for i in range(3) for k in range(20)]
+    rx.script("/e1", delay=0.02)
+    a = make(home, clock, concurrency=2)
+    ids = [a.add(rx.url(f"/e{i}"), in_=f"{15 * i + 5}m", payload={"k": k}).job.id
+           for i in range(3) for k in range(40)]
     clock.advance(timedelta(hours=1))
     settle = Runner._settle_tree
 
@@ -142,13 +145,110 @@ def test_an_error_in_one_slot_of_a_catch_up_stops_the_slots_after_it(home, clock
     monkeypatch.setattr(Runner, "_settle_tree", broken)
     with pytest.raises(RuntimeError, match="the tree broke"):
         a.catchup()
+    sent = {p: len(rx.requests(p)) for p in ("/e0", "/e1", "/e2")}
+    assert sent["/e0"] == 40 and sent["/e1"] < 40 and sent["/e2"] == 0, sent
     left = db_rows(home, "future_job")
     assert {(r["status"], r["lease_owner"]) for r in left} == {("pending", None)}
-    assert len(left) + len(db_rows(home, "job_history")) == 60
-    assert len(left) >= 20  # slot 3 sent nothing
+    assert len(left) + len(db_rows(home, "job_history")) == 120
     monkeypatch.undo()
     a.catchup()
     assert sorted(delivered_ids(rx)) == sorted(ids)  # the rest sent, each once
+
+
+def test_a_failed_claim_in_one_slot_of_a_catch_up_sends_nothing_of_the_next(home, clock, rx,
+                                                                           monkeypatch):
+    # Slot 1's second claim fails: its run ends (what it did not start waits for the next run)
+    # and the slots after it are given back unsent: slot 2 was claimed already, not sent.
+    from awty.errors import StoreError
+    from awty.store.sqlite import SQLiteStore
+
+    a = make(home, clock, concurrency=4, store_process="off")
+    ids = [a.add(rx.url(f"/s{i}"), in_=f"{15 * i + 5}m", payload={"k": k}).job.id
+           for i in range(3) for k in range(20)]
+    clock.advance(timedelta(hours=1))
+    first = min(j.next_check_at for j in a.list())
+    claim = SQLiteStore.claim
+    calls = {"n": 0}
+
+    def flaky(self, slot, **kw):
+        if slot == first:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise StoreError("disk I/O error")
+        return claim(self, slot, **kw)
+
+    monkeypatch.setattr(SQLiteStore, "claim", flaky)
+    with pytest.raises(StoreError, match="disk I/O error"):
+        a.catchup()
+    sent = {p: len(rx.requests(p)) for p in ("/s0", "/s1", "/s2")}
+    assert sent["/s0"] > 0 and sent["/s1"] == sent["/s2"] == 0, sent
+    left = db_rows(home, "future_job")
+    assert {(r["status"], r["lease_owner"]) for r in left} == {("pending", None)}
+    monkeypatch.undo()
+    a.catchup()
+    assert sorted(delivered_ids(rx)) == sorted(ids)
+
+
+def test_a_slow_store_holds_a_whole_catch_up_to_two_batches_unwritten(home, monkeypatch):
+    # A lone run pauses sending at two batches of unwritten results; a catch-up keeps that
+    # bound across its open slots (one sends while the slots before it write their last
+    # results): a SIGKILL never has more than that, plus what is in flight, to send again.
+    # The store writes one batch at a time, 0.1 s each; counted from the receiver's side.
+    import threading
+
+    from awty.store.sqlite import SQLiteStore
+    from awty.testing.receiver import Receiver
+
+    batch, conc, per, n_slots = 50, 8, 150, 4
+    exposed: list[int] = []
+    written = [0]
+    disk = threading.Lock()
+    finish = SQLiteStore.finish
+    with Receiver(keep=False) as rx:
+        def slow_finish(self, decisions, **kw):
+            with disk:
+                exposed.append(rx.total - written[0])
+                time.sleep(0.1)  # a slow disk, not a wait for a slot: bounded, 12 batches
+                applied = finish(self, decisions, **kw)
+                written[0] += len(decisions)
+                return applied
+
+        monkeypatch.setattr(SQLiteStore, "finish", slow_finish)
+        with Awty(home, clock=FixedClock(T0), env={}) as a:
+            a.add_many([{"target": rx.url("/slow"), "in": f"{15 * (i // per) + 5}m"}
+                        for i in range(per * n_slots)])
+        with Awty(home, clock=FixedClock(T0 + timedelta(hours=2)), env={}, batch_size=batch,
+                  concurrency=conc, store_process="off", quick_retries=0) as a:
+            out = a.catchup()
+        assert [s.ran for s in out.slots] == [per] * n_slots
+    assert max(exposed) <= 2 * batch + conc, exposed
+
+
+def test_a_catch_up_stopped_as_its_first_slot_opens_ends(home, clock, rx):
+    # A stop that comes while the first slot is opened (before its run starts) must end the
+    # run: the first slot has no gate whose opening would look at it again.
+    import threading
+
+    a = make(home, clock, concurrency=2, store_process="off")
+    for k in range(3):
+        a.add(rx.url("/h"), in_="5m", payload={"k": k})
+    clock.advance(timedelta(hours=1))
+    r = a.runner()
+    box: dict = {}
+
+    def go():
+        try:
+            box["out"] = r.catchup(on_slot=lambda s, n: r._stop_catch_up(signal.SIGTERM))
+        except BaseException as e:  # noqa: BLE001 - what it raised is checked below
+            box["err"] = e
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the catch-up never ended"
+    assert type(box.get("err")).__name__ == "Interrupted" and rx.requests() == []
+    assert {(r["status"], r["lease_owner"]) for r in db_rows(home, "future_job")} == {
+        ("pending", None)}
 
 
 def test_catchup_cli_dry_run_then_fire(home, clock, rx, tmp_path):
