@@ -340,7 +340,7 @@ class Runner:
                 # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
                 execute=Executing(self, None, opts, executors),
                 recorded=lambda applied: self._recorded_ids(applied, summary),
-                on_job=self._on_job())
+                on_job=self._on_job(None))
             try:
                 await run.run()
             finally:
@@ -438,7 +438,7 @@ class Runner:
             owner=owner, summary=summary,
             execute=Executing(self, slot, opts, executors),
             recorded=lambda applied: self._apply_files(applied, summary, done),
-            on_job=self._on_job(), prepare=prepare,
+            on_job=self._on_job(summary.slot), prepare=prepare,
             warm=_warm_http, signals=opened is None, backlog=self._backlog, **hooks)
         if opened is not None:
             self._sending.add(run)  # what a signal stops, until it has nothing left to send
@@ -455,12 +455,13 @@ class Runner:
             if store is not self._shared:
                 await store.aclose()
 
-    def _on_job(self) -> Callable[[str], None] | None:
+    def _on_job(self, sid: str | None) -> Callable[[str], None] | None:
         """What each executed job is reported to: nothing unless someone watches (a progress
-        bar), so that an unwatched run builds no event per job."""
+        bar), so that an unwatched run builds no event per job. With its slot: a catch-up's
+        next slot starts while the one before still reports its last jobs."""
         if not self._watched:
             return None
-        return lambda job_id: self.on_event("job", {"id": job_id})
+        return lambda job_id: self.on_event("job", {"id": job_id, "slot": sid})
 
     def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
         ex: Executor

@@ -251,6 +251,38 @@ def test_a_catch_up_stopped_as_its_first_slot_opens_ends(home, clock, rx):
         ("pending", None)}
 
 
+def test_a_catch_up_reports_each_job_with_its_own_slot(home, clock, rx):
+    # The next slot starts while the one before reports its last jobs: a progress bar per
+    # slot counts only its own (render.Progress keys them by the event's slot).
+    events: list[tuple[str, dict]] = []
+    a = make(home, clock, concurrency=4, on_event=lambda kind, data: events.append((kind, data)))
+    slot_of = {}
+    for i in range(3):
+        for k in range(30):
+            job = a.add(rx.url(f"/p{i}"), in_=f"{15 * i + 5}m", payload={"k": k}).job
+            slot_of[job.id] = slot_id(job.next_check_at)
+    clock.advance(timedelta(hours=1))
+    a.catchup()
+    jobs = [d for kind, d in events if kind == "job"]
+    assert len(jobs) == 90 and all(d["slot"] == slot_of[d["id"]] for d in jobs)
+    ends = [d["slot"] for kind, d in events if kind == "slot_end"]
+    assert ends == sorted(set(slot_of.values()))
+
+
+def test_the_progress_bars_count_each_slots_jobs_apart():
+    from awty.cli.render import Progress
+
+    with Progress() as bars:
+        for kind, data in [("slot_start", {"slot": "A", "total": 2}),
+                           ("slot_start", {"slot": "B", "total": 1}),
+                           ("job", {"id": "1", "slot": "A"}), ("job", {"id": "2", "slot": "B"}),
+                           ("job", {"id": "3", "slot": "A"}), ("job", {"id": "4", "slot": None})]:
+            bars(kind, data)
+        assert {t.description: t.completed for t in bars._p.tasks} == {"slot A": 2, "slot B": 1}
+        bars("slot_end", {"slot": "A"})
+        assert [t.description for t in bars._p.tasks] == ["slot B"]
+
+
 def test_catchup_cli_dry_run_then_fire(home, clock, rx, tmp_path):
     a = make(home, clock)
     for i in range(4):

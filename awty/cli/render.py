@@ -169,7 +169,8 @@ def summary_line(d: dict[str, Any]) -> str:
 
 
 class Progress:
-    """A Rich progress bar fed by the runner's ``on_event`` callback (TTY only)."""
+    """Rich progress bars fed by the runner's ``on_event`` callback (TTY only): one per slot
+    under way (a catch-up's next slot starts while the one before ends)."""
 
     def __init__(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
@@ -177,7 +178,7 @@ class Progress:
 
         self._p = RichProgress(TextColumn("{task.description}"), BarColumn(),
                                MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
-        self._task = None
+        self._tasks: dict[str, Any] = {}  # slot id -> its bar
 
     def __enter__(self) -> Progress:
         self._p.__enter__()
@@ -188,8 +189,11 @@ class Progress:
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "slot_start":
-            if self._task is not None:
-                self._p.remove_task(self._task)
-            self._task = self._p.add_task(f"slot {data['slot']}", total=data["total"] or None)
-        elif kind == "job" and self._task is not None:
-            self._p.advance(self._task)
+            self._tasks[data["slot"]] = self._p.add_task(f"slot {data['slot']}",
+                                                         total=data["total"] or None)
+        elif kind == "job":
+            if (task := self._tasks.get(data.get("slot"))) is not None:
+                self._p.advance(task)
+        elif kind == "slot_end":
+            if (task := self._tasks.pop(data["slot"], None)) is not None:
+                self._p.remove_task(task)
