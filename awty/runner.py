@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -226,7 +227,7 @@ class Runner:
                 announce(slot)
                 cur = _Opened(loop, slot_id(slot), gated=prev is not None)
                 cur.task = asyncio.ensure_future(self._slot(slot, opts, cur.summary, cur))
-                cur.task.add_done_callback(lambda t, slot=slot: self._slot_ended(t, slot))
+                cur.task.add_done_callback(partial(self._slot_ended, slot))
                 if prev is not None:
                     await prev.until(prev.all_started)
                     if self._failed is not None:
@@ -275,7 +276,7 @@ class Runner:
         for run in list(self._sending):
             run.stop(signum)
 
-    def _slot_ended(self, task: asyncio.Future, slot: datetime) -> None:
+    def _slot_ended(self, slot: datetime, task: asyncio.Future) -> None:
         """A catch-up's slot ended: if it raised, the slots after it stop now, not once the
         catch-up reaches its error in slot order (by then the next slot had sent in full)."""
         if task.cancelled() or isinstance(task.exception(), (Interrupted, type(None))):
