@@ -70,7 +70,10 @@ WHY: dict[str, str] = {
     "and sends once that one has nothing left to send, while its "
     "last results are written (between a slot's last answer and the next slot's first request: "
     "~9 -> 1.2-1.4 ms median); in-process, interleaved, 6 rounds each: catch-up 4.34-5.17 -> "
-    "4.11-4.63 s, ratio median 1.24 -> 1.11x. What is left is CPU: the two cores are shared "
+    "4.11-4.63 s, ratio median 1.24 -> 1.11x. In slow sittings (2026-11-25 00:23: bare client "
+    "half the speed of 22:53's) full runs read 1.23-1.28x, and so did the code before the "
+    "review's fixes: interleaved, that tree 1.02-1.21x, this one 1.03-1.17x. What is left is "
+    "CPU: the two cores are shared "
     "by the loop, the store process and the receiver, and a missed slot's fixed work "
     "(reconciling, retiring its directory, its lock and owner session) now runs beside the "
     "next slot's sending.",
