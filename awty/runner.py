@@ -279,7 +279,10 @@ class Runner:
     def _slot_ended(self, slot: datetime, task: asyncio.Future) -> None:
         """A catch-up's slot ended: if it raised, the slots after it stop now, not once the
         catch-up reaches its error in slot order (by then the next slot had sent in full)."""
-        if task.cancelled() or isinstance(task.exception(), (Interrupted, type(None))):
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None or isinstance(error, Interrupted):  # a signal stops every slot itself
             return
         if self._failed is None or slot < self._failed:
             self._failed = slot

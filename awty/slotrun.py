@@ -83,6 +83,14 @@ class Backlog:
     def room(self) -> bool:
         return self.n < self.cap
 
+    def written(self, n: int, by: SlotRun) -> None:
+        """``n`` of ``by``'s results are written (or will never be): the other runs may have
+        paused at the cap on them."""
+        self.n -= n
+        for run in self.runs:
+            if run is not by:
+                run._pump()
+
 
 class SlotRun:
     def __init__(self, *, store: RunStore, clock: Clock, settings: Settings, slot: datetime,
@@ -239,13 +247,10 @@ class SlotRun:
                         raise
         finally:
             self.unrecorded -= len(batch)
-            self.backlog.n -= len(batch)
             if self._tail():
                 self.flush()
             self._pump()
-            for run in self.backlog.runs:
-                if run is not self:
-                    run._pump()  # paused at the backlog's cap by this run's results
+            self.backlog.written(len(batch), self)
         await self.loop.run_in_executor(self.rec_io, self.recorded, applied)
 
     def _tail(self) -> bool:
@@ -499,7 +504,7 @@ class SlotRun:
             if under_way:
                 await asyncio.wait(under_way)
             self.backlog.runs.remove(self)
-            self.backlog.n -= self.unrecorded  # results never written (cancelled): not waiting
+            self.backlog.written(self.unrecorded, self)  # never written (cancelled): not waiting
             self.unrecorded = 0
             self.closing = True
             self.io.shutdown(wait=True)

@@ -198,39 +198,3 @@ def test_a_server_restart_mid_run_loses_nothing(home, own_cluster):
     print(f"\n[pg/restart] jobs={n} run-slot exit={run.returncode} sent twice={twice} "
           f"stderr={run.stderr.strip()[:160]!r}")
 
-
-@on_postgres
-def test_a_signal_stops_a_catch_up_on_postgres_and_nothing_is_sent_twice(home, backend):
-    # As tests/reliability/test_stop.py does on SQLite: a catch-up's next slot is claimed
-    # while a slot sends; SIGTERM gives back the unsent claims of both (no lease left to wait
-    # for), every request sent is recorded, and the next catch-up sends the rest once.
-    per, n_slots = 200, 4
-    with Receiver(delay=0.05, keep=False) as rx:
-        with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
-            added = a.add_many([{"target": rx.url("/cu"), "in": f"{15 * (i // per) + 5}m",
-                                 "payload": {"n": i}} for i in range(per * n_slots)])
-        ids = [r.job.id for r in added]
-        assert len({r.job.next_check_at for r in added}) == n_slots
-        env = _env(home, backend, T0 + timedelta(hours=2), concurrency=16)
-        p = spawn(["catchup", "--json"], env)
-        try:
-            assert rx.wait_total(per + 50, timeout=60) >= per + 50  # into the second slot
-            os.kill(p.pid, signal.SIGTERM)
-            out, err = p.communicate(timeout=60)
-        finally:
-            p.kill()
-        assert p.returncode == 143, err
-        assert "stopped by SIGTERM" in err and "Traceback" not in err
-        sent = set(rx.counts())
-        recorded = {i for i, in _rows(backend, "SELECT id FROM {s}.job_history")}
-        assert recorded == sent  # every request sent has its result recorded
-        left = _rows(backend, "SELECT status, lease_owner FROM {s}.future_job")
-        assert len(left) == per * n_slots - len(sent) > per  # the third slot was not sent
-        assert set(left) == {("pending", None)}  # given back at once, not left leased
-        again = run_cli(["catchup", "--json"], env)
-        assert again.returncode == 0, again.stderr
-        delivered = rx.counts()
-    assert set(delivered) == set(ids) and set(delivered.values()) == {1}
-    _settled(backend, ids)
-    print(f"\n[pg/stop catchup] jobs={per * n_slots} sent before the stop={len(sent)} "
-          "re-sent=0")
