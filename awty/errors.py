@@ -35,6 +35,12 @@ class StoreError(AwtyError):
     """The store cannot be used as it is (unknown schema version, unreadable database…)."""
 
 
+class SessionLost(StoreError):
+    """A runner's owner session ended under it (PostgreSQL: the server closed the connection
+    holding its advisory lock): it may start nothing more, since other runners now treat it
+    as gone. The run stops sending, records what was in flight and gives back the rest."""
+
+
 class Interrupted(AwtyError):
     """A run stopped by SIGTERM or SIGINT once what it had sent was recorded and its unsent
     claims given back (exit 128 + the signal: 143, 130)."""

@@ -28,7 +28,9 @@ callbacks in flight plus about that much of deliveries; sending pauses while
 two batches of decisions wait to be written (a store slower than the wire). SIGTERM and SIGINT
 stop gracefully: no more claims or sends, the requests in flight finish (each bounded by its
 timeout), every result is recorded, the unsent claims are given back, and ``Interrupted``
-is raised (exit 143 / 130): a graceful stop sends nothing twice.
+is raised (exit 143 / 130): a graceful stop sends nothing twice. A start refused because the
+runner's session ended (``SessionLost``, PostgreSQL: others may now take its claims) stops the
+run the same way at once, the started jobs not yet sent included, and raises it (exit 1).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from time import monotonic
 
 from .clock import Clock
 from .config import Settings
-from .errors import Busy, Interrupted
+from .errors import Busy, Interrupted, SessionLost
 from .model import Decision, Execution, Job, SlotSummary
 from .store.remote import RunStore
 
@@ -274,6 +276,11 @@ class SlotRun:
     def _fail(self, error: BaseException | None) -> None:
         self._exhaust()
         self.error = self.error or error
+        if isinstance(error, SessionLost):
+            # Other runners now take this one for gone and may claim its jobs: what was
+            # started and not yet sent stays unsent (given back at the end); only the
+            # requests in flight finish, and are recorded.
+            self.halted = True
 
     def _exhaust(self) -> None:
         """No more claims."""
@@ -490,7 +497,7 @@ class SlotRun:
                       if isinstance(r, BaseException)]
             if failed:
                 raise failed[0]
-            if self.error is not None:
+            if self.error is not None and not isinstance(self.error, SessionLost):
                 raise self.error  # a claim or start failed: what is left waits for the next run
         finally:
             flusher.cancel()
@@ -517,6 +524,10 @@ class SlotRun:
             if unsent:  # interrupted: hand the unsent claims back rather than wait on leases
                 await self.store.call(None, "release", unsent, owner=self.owner,
                                       now=self.clock.now())
+        if isinstance(self.error, SessionLost):
+            raise SessionLost(
+                f"{self.error}: slot {self.summary.slot}: {self.summary.ran} job(s) recorded, "
+                f"{len(unsent)} unsent claim(s) given back; the next run sends them") from None
         if self.stopped_by is not None:
             name = signal.Signals(self.stopped_by).name
             raise Interrupted(self.stopped_by, (

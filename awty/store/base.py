@@ -23,6 +23,12 @@ Owners, leases and the life of a claim
   owner's claims are never taken over, even by a process whose clock runs ahead; an owner
   that never opened a session is judged by its lease alone. A claimer never takes back its
   own expired leases (they are still its work in progress).
+- A session can end under a live runner only on PostgreSQL (the server closes the connection
+  holding the lock: terminated, timed out, failed over, the network lost). Its claims may then
+  be taken over, so ``start`` is made there only while the session is held, checked by the
+  server in the start's own statement from whichever process asks; a start refused for that
+  raises ``SessionLost`` and the runner starts nothing more. SQLite's session is the runner's
+  own flock, held until its process exits.
 - ``finish`` applies a decision only to jobs still leased by the same owner; a job cancelled,
   rescheduled or taken over meanwhile is left as it is (its result is dropped, never
   half-applied).
@@ -185,7 +191,8 @@ class Store(Protocol):
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> builtins.list[str]:
         """Mark claimed jobs as started, just before executing them; returns those still
         claimed by ``owner``, in the order given. A job left out was cancelled, rescheduled
-        or taken over since its claim: it must not run."""
+        or taken over since its claim: it must not run. ``SessionLost``: the owner's session
+        ended (PostgreSQL), nothing was started."""
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
                executions: Sequence[Execution] = ()) -> builtins.list[Decision]:

@@ -107,8 +107,12 @@ TEXTS = {
         ORDER BY f.next_check_at, f.id
         FOR UPDATE SKIP LOCKED))
     RETURNING {_FJOB}""",
-    "start": "UPDATE {s}.future_job SET started_at = %s WHERE id = ANY(%s) AND lease_owner = %s "
-             "AND status = 'in_flight' RETURNING id",
+    # Only while the owner's session is held, checked by the server in the same statement:
+    # once it is gone others may take the owner's claims, so it may start nothing more,
+    # whichever process (the runner or its store process) asks.
+    "start": "UPDATE {s}.future_job SET started_at = %(now)s WHERE id = ANY(%(ids)s) "
+             "AND lease_owner = %(owner)s AND status = 'in_flight' "
+             "AND %(owner_key)s IN (" + ALIVE + ") RETURNING id",
     # finish: only jobs still leased by the finishing owner change; RETURNING says which.
     "end_owned": "DELETE FROM {s}.future_job WHERE id = ANY(%s) AND lease_owner = %s "
                  "AND status = 'in_flight' RETURNING id, fingerprint",

@@ -5,7 +5,10 @@ Claims are one ``UPDATE … FROM (SELECT … FOR UPDATE SKIP LOCKED) RETURNING``
 number of hosts share a slot's work without waiting on each other. An owner is *alive* while
 its session advisory lock is held (``owner_session`` keeps a dedicated connection for it);
 ``pg_locks`` answers whatever any host's clock says, and a host that dies drops its lock with
-its connection. Every psycopg error leaves as a one-line ``StoreError``.
+its connection. The server can also end that session under a live runner: a start is made
+only while the lock is held, checked in the start's own statement (``SessionLost`` otherwise),
+so a runner others now take for gone sends nothing more, whichever of its processes starts.
+Every psycopg error leaves as a one-line ``StoreError``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from psycopg_pool import ConnectionPool
 
 from ..config import SCHEMA_NAME
 from ..slots import parse_slot_id
-from ..errors import Conflict, InvalidInput, JobNotFound, StoreError
+from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError
 from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
     Outcome, Reslot, Status, StoreHealth, StoreStats, run_order,
@@ -44,6 +47,8 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 _SECOND = timedelta(seconds=1)
 _KEEPALIVES = " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+_CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+                      "keepalives_count": 3}
 
 
 def _one_line(e: BaseException) -> str:
@@ -442,11 +447,17 @@ class PostgresStore:
     @contextmanager
     def owner_session(self, owner: str) -> Iterator[None]:
         try:
-            # Server-side keepalives: if this host dies without closing the connection, the
-            # server drops the session (and with it the owner's liveness) within ~30 s, not
-            # the kernel's 2 hours. Ignored on unix sockets, where death is seen at once.
+            # The session is idle for the whole run, and its loss makes the owner gone for
+            # every other runner (each start checks it: see ``start``), so it is kept alive:
+            # keepalives both ways (a middlebox drops no idle connection; a host that dies
+            # without closing it is dropped by the server within ~30 s, not the kernel's 2
+            # hours; ignored on unix sockets, where death is seen at once), and no
+            # ``idle_session_timeout`` an administrator set for idle clients.
             conn = psycopg.connect(self.url, autocommit=True, **{
-                **self._kwargs, "options": self._kwargs["options"] + _KEEPALIVES})
+                **self._kwargs, **_CLIENT_KEEPALIVES,
+                "options": self._kwargs["options"] + _KEEPALIVES})
+            if conn.info.server_version >= 140000:
+                conn.execute("SET idle_session_timeout = 0")
             conn.execute(self.sql.session_lock, (self._owner_class, lock_key(owner)))
         except psycopg.Error as e:
             raise self._error(e, "cannot open the runner's session") from None
@@ -489,20 +500,17 @@ class PostgresStore:
             rows = cur.execute(self.sql.claim_ids, params).fetchall()
         return sorted(map(row_to_job, rows), key=run_order)
 
-    def _session_held(self, owner: str) -> None:
-        conn = self._sessions.get(owner)
-        if conn is None:
-            return
-        try:
-            conn.execute("SELECT 1")
-        except psycopg.Error:
-            raise StoreError(f"PostgreSQL at {self.where}: the runner's session was lost "
-                             "(server restarted?); its claims are left to their leases") from None
-
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
-        self._session_held(owner)
+        if not ids:
+            return []
+        key = {"owner_class": self._owner_class, "owner_key": lock_key(owner)}
         with self._tx("cannot start") as cur:
-            got = {r[0] for r in cur.execute(self.sql.start, (sec(now), list(ids), owner))}
+            got = {r[0] for r in cur.execute(self.sql.start, {
+                "now": sec(now), "ids": list(ids), "owner": owner, **key})}
+            if not got and not cur.execute(self.sql.owner_alive, key).fetchone()[0]:
+                raise SessionLost(f"PostgreSQL at {self.where}: this runner's session ended "
+                                  "(closed by the server, or its connection was lost); "
+                                  "it starts nothing more")
         return [i for i in ids if i in got]
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,

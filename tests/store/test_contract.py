@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from awty.errors import Conflict, JobNotFound
+from awty.errors import Conflict, JobNotFound, SessionLost
 from awty.ids import shard_of
 from awty.model import (
     Added, Answer, End, Execution, Job, Kind, Outcome, Reslot, Result, Status, new_id,
@@ -348,17 +348,41 @@ def test_start_returns_only_still_claimed_in_given_order(store):
     store.cancel([a.id], NOW)
     store.reschedule(b.id, S3, NOW)
     store.claim_ids([c.id], now=lease_until, owner=B, lease_until=lease_until + MIN)
-    started = store.start([e.id, a.id, b.id, c.id, d.id], owner=A, now=NOW)
+    with store.owner_session(A):
+        started = store.start([e.id, a.id, b.id, c.id, d.id], owner=A, now=NOW)
     assert started == [e.id, d.id]
     assert store.get(e.id).started_at == NOW and utc(store.get(e.id).started_at)
     assert store.get(b.id).started_at is None and store.get(b.id).status is Status.PENDING
-    assert store.start([c.id], owner=B, now=lease_until) == [c.id]
+    with store.owner_session(B):
+        assert store.start([c.id], owner=B, now=lease_until) == [c.id]
+
+
+def test_a_start_is_made_only_while_the_owners_session_is_held(store, case, holders):
+    """PostgreSQL: the server checks the owner's session in the start's own statement, from
+    whichever process starts (here not the one holding it, as with the store process): once
+    it is gone others may take the owner's claims over, so nothing more is started and the
+    runner is told (``SessionLost``). SQLite's session is the runner's own flock, which it
+    holds until it exits: its lease and ownership decide, as before."""
+    h = hold(case, holders, A)
+    j, k = add(store, mk(S1), mk(S1))
+    claim(store, S1, owner=A)
+    assert store.start([j.id], owner=A, now=NOW) == [j.id]
+    h.kill()
+    wait_dead(store, A, NOW)
+    if case.kind == "postgres":
+        with pytest.raises(SessionLost, match="session ended"):
+            store.start([k.id], owner=A, now=NOW)
+        assert store.get(k.id).started_at is None
+    else:
+        assert store.start([k.id], owner=A, now=NOW) == [k.id]
+    assert store.start([], owner=A, now=NOW) == []
 
 
 def test_finish_end_and_reslot_with_executions(store):
     a, b = add(store, mk(S1, entity="order", key="7"), mk(S1, env={"PATH": "/bin"}))
     ca, cb = claim(store, S1)
-    store.start([a.id, b.id], owner=A, now=T0)
+    with store.owner_session(A):
+        store.start([a.id, b.id], owner=A, now=T0)
     done = End(ca, Outcome.DONE, "ok", Result(Answer.DONE, status=204, duration=0.125),
                lateness=0.5)
     again = Reslot(cb, S3, check_count=1, attempt=0, result=Result(Answer.RECHECK, status=202),
@@ -385,7 +409,8 @@ def test_last_fired_is_the_newest_slot_and_its_first_start(store):
     assert store.last_fired() is None
     a, b, c = add(store, mk(S1), mk(S1), mk(S1))
     claimed = claim(store, S1)
-    store.start([a.id, b.id, c.id], owner=A, now=T0)
+    with store.owner_session(A):
+        store.start([a.id, b.id, c.id], owner=A, now=T0)
     runs = [replace(execution(a, T0 + timedelta(seconds=30)), slot="202611221000"),
             replace(execution(b, T0 + timedelta(seconds=5)), slot="202611221000"),
             replace(execution(c, T0 - timedelta(minutes=20)), slot="202611220945")]
@@ -452,7 +477,8 @@ def test_cancel_pending_and_claimed_not_started(store):
     assert store.get(p.id) is None and store.get(c.id) is None
     [row] = store.get_history(c.id)
     assert (row.outcome, row.reason, row.ended_at) == (Outcome.CANCELLED, "user asked", T0)
-    assert store.start([c.id], owner=A, now=T0) == []
+    with store.owner_session(A):
+        assert store.start([c.id], owner=A, now=T0) == []
     again = store.cancel([p.id], T0)
     assert again.cancelled == [] and again.missing == [p.id]
     assert store.get(keep.id) is not None
@@ -477,7 +503,8 @@ def test_cancel_leaves_running_job_of_live_owner(store, case, holders):
 def test_cancel_started_without_session_judged_by_lease(store):
     [j] = add(store, mk(S1))
     claim(store, S1, owner=A, lease=timedelta(seconds=30))
-    store.start([j.id], owner=A, now=NOW)
+    with store.owner_session(A):  # closed: its owner gone, or never known (SQLite)
+        store.start([j.id], owner=A, now=NOW)
     assert ids(store.cancel([j.id], NOW + timedelta(seconds=29)).running) == [j.id]
     assert ids(store.cancel([j.id], NOW + timedelta(seconds=30)).cancelled) == [j.id]
 
