@@ -347,19 +347,21 @@ class CancelResult(Record):
 class LeaseGroup(Record):
     """Jobs in flight, grouped by lease owner (``doctor``)."""
 
-    __slots__ = ("owner", "jobs", "expired", "alive")
+    __slots__ = ("owner", "jobs", "expired", "alive", "ends")
     owner: str | None
     jobs: int
     expired: int  # of those, how many have ``lease_until <= now``
     alive: bool | None  # the owner's session is open; None: the store cannot tell
+    ends: datetime | None  # the last of those leases ends then (the store's lease clock)
 
     def __new__(cls, owner: str | None, jobs: int, expired: int,
-                alive: bool | None) -> LeaseGroup:
+                alive: bool | None, ends: datetime | None = None) -> LeaseGroup:
         s = _draft(cls)
         s.owner = owner
         s.jobs = jobs
         s.expired = expired
         s.alive = alive
+        s.ends = ends
         return _seal(s, cls)
 
 

@@ -41,7 +41,11 @@ def test_stale_leases_found_then_released(pga):
     claimed = pga.store.claim(job.next_check_at, now=now, owner="gone:1:x",
                               lease_until=now + timedelta(seconds=30), limit=10)
     assert [j.id for j in claimed] == [job.id]
-    pga.clock = FixedClock(now + timedelta(minutes=5))
+    pga.clock = FixedClock(now + timedelta(minutes=5))  # the lease is the server's: still on
+    held = doctor(pga, repair=True).get("leases")
+    assert not held.ok and held.repaired is None, held
+    assert "held by a runner that is gone: gone:1:x (1, lease ends " in held.detail
+    _lease_passes(pga, timedelta(seconds=30))
     found = doctor(pga)
     leases = found.get("leases")
     assert not leases.ok and "gone:1:x (1)" in leases.detail
@@ -50,6 +54,15 @@ def test_stale_leases_found_then_released(pga):
     assert mended.repaired and "set 1 back to pending" in mended.detail
     assert pga.store.get(job.id).status.value == "pending"
     assert doctor(pga).get("leases").ok
+
+
+def _lease_passes(a: Awty, by: timedelta) -> None:
+    """Lease times are the server's: move them back, as if ``by`` had passed on its clock."""
+    import psycopg
+
+    with psycopg.connect(a.settings.database_url, autocommit=True) as c:
+        c.execute(f'UPDATE "{a.settings.database_schema}".future_job '
+                  "SET lease_until = lease_until - %s", (by,))
 
 
 def test_a_missing_schema_says_run_init(home, backend, monkeypatch):

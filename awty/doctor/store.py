@@ -10,7 +10,7 @@ from functools import partial
 from ..api import Awty
 from ..errors import AwtyError
 from ..model import StoreHealth
-from ..slots import current_slot, is_boundary, slot_for, slot_id
+from ..slots import current_slot, is_boundary, iso, slot_for, slot_id
 from .base import Ctx, Finding, SAMPLES, Tally, tree_of
 
 
@@ -70,17 +70,32 @@ def _inspect(ctx: Ctx) -> StoreHealth:
 
 # --- leases --------------------------------------------------------------------------------
 def check_leases(ctx: Ctx) -> Finding:
+    """Jobs in flight whose runner is gone: with an expired lease (stale: the next run takes
+    them; --repair gives them back now) or not yet expired (held: taken once the lease ends;
+    left alone, since a PostgreSQL runner that lost only its session may still be sending what
+    it had started). Lease times are the store's lease clock (PostgreSQL: the server's)."""
     groups = ctx.store.leases(ctx.now)
     stale = [g for g in groups if g.expired and g.alive is not True]
-    live = sum(g.jobs for g in groups) - sum(g.expired for g in stale)
+    held = [g for g in groups if g.alive is False and g.jobs > g.expired]
     found = sum(g.expired for g in stale)
-    if not found:
-        return Finding("leases", True, f"no stale leases ({live} job(s) in flight now)")
-    who = ", ".join(f"{g.owner or 'no owner'} ({g.expired})" for g in stale[:SAMPLES])
-    detail = (f"{found} job(s) in flight with an expired lease (runner gone): {who}; the next "
-              "run of their slot or `awty catchup` takes them again")
-    if not ctx.repair:
-        return Finding("leases", False, detail + " (`awty doctor --repair` releases them)")
+    waiting = sum(g.jobs - g.expired for g in held)
+    if not found and not waiting:
+        return Finding("leases", True, f"no stale leases ({sum(g.jobs for g in groups)} job(s) "
+                       "in flight now)")
+    parts = []
+    if waiting:
+        who = ", ".join(f"{g.owner} ({g.jobs - g.expired}, lease ends {iso(g.ends)})"
+                        if g.ends else f"{g.owner} ({g.jobs - g.expired})" for g in held[:SAMPLES])
+        parts.append(f"{waiting} job(s) held by a runner that is gone: {who}; the next run of "
+                     "their slot or `awty catchup` takes them once the lease ends")
+    if found:
+        who = ", ".join(f"{g.owner or 'no owner'} ({g.expired})" for g in stale[:SAMPLES])
+        parts.append(f"{found} job(s) in flight with an expired lease (runner gone): {who}; the "
+                     "next run of their slot or `awty catchup` takes them again")
+    detail = "; ".join(parts)
+    if not ctx.repair or not found:
+        return Finding("leases", False, detail + (" (`awty doctor --repair` releases the "
+                                                  "expired ones)" if found else ""))
     mended, errors = 0, []
     for g in stale:
         try:
@@ -89,7 +104,8 @@ def check_leases(ctx: Ctx) -> Finding:
             errors.append(str(e))
     detail += f"; set {mended} back to pending" + (f" (errors: {'; '.join(errors)})"
                                                    if errors else "")
-    return Finding("leases", False, detail, not errors)
+    # held leases left to run out are no failed repair, but still a problem
+    return Finding("leases", False, detail, False if errors else (None if waiting else True))
 
 
 # --- resolution ----------------------------------------------------------------------------

@@ -18,6 +18,11 @@ Owners, leases and the life of a claim
 - ``claim`` moves jobs ``pending -> in_flight`` with ``lease_owner`` and ``lease_until``.
   ``start`` then marks claimed jobs ``started_at`` just before their execution begins: a
   claimed job is the runner's intention, a started one is (or may be) on the wire.
+- Lease times are kept in one clock. SQLite: the callers' ``now`` (one host, one clock: every
+  runner of a home reads the same system clock). PostgreSQL (several hosts, whose clocks may
+  differ by hours): the server's ``now()``; a claim's lease lasts ``lease_until - now`` from
+  the server's now, and the ``now`` given plays no part in expiry (``lease_clock="caller"``
+  keeps the callers' time instead, for tests that move time by hand).
 - A claim is *taken over* (claimed again by another owner) only when its lease has expired
   (``lease_until <= now``, the boundary included) **and** its owner is not alive. A live
   owner's claims are never taken over, even by a process whose clock runs ahead; an owner
@@ -143,7 +148,8 @@ class Store(Protocol):
     def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         """Jobs in flight grouped by owner, with how many leases expired and whether the
         owner is alive (None where the store cannot tell: SQLite, an owner that never
-        opened a session; PostgreSQL answers False, no session lock being held)."""
+        opened a session; PostgreSQL answers False, no session lock being held), and when the
+        last of them ends (``ends``, in the lease clock)."""
 
     def last_fired(self) -> tuple[datetime, datetime] | None:
         """The newest slot in the execution log and when its first execution started (what

@@ -44,15 +44,22 @@ ALIVE = """SELECT objid::bigint FROM pg_locks
     WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = %(owner_class)s
       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
 
+# Lease times are the database's (now()): one clock for every host, where a runner's own may
+# be hours off (a killed runner whose clock ran an hour ahead stranded its claims for an hour
+# more). ``%(clock)s`` is NULL but in a store told to keep them in its callers' time
+# (``lease_clock="caller"``: the contract tests, which move time by hand).
+CLOCK = "coalesce(%(clock)s::timestamptz, now())"
+# A claim's lease: ``%(lease)s`` seconds from now, in whole seconds as every stored time.
+LEASE_UNTIL = "date_trunc('second', " + CLOCK + ") + %(lease)s * interval '1 second'"
 # Claimable: pending, or leased with the lease expired (boundary included) and the owner's
 # session not held. The alive set is a hashed subplan, computed once per statement.
-CLAIMABLE = ("(f.status = 'pending' OR (f.lease_until <= %(now)s AND (f.lease_key IS NULL "
+CLAIMABLE = ("(f.status = 'pending' OR (f.lease_until <= " + CLOCK + " AND (f.lease_key IS NULL "
              "OR f.lease_key NOT IN (" + ALIVE + "))))")
 # A claimer never takes back its own expired leases: those jobs are still in its hands (its
 # clock jumped past their lease), and claiming them again would run them twice.
 NOT_MINE = "f.lease_owner IS DISTINCT FROM %(owner)s"
-RUNNING = ("(f.status = 'in_flight' AND f.started_at IS NOT NULL AND (f.lease_until > %(now)s "
-           "OR f.lease_key IN (" + ALIVE + ")))")
+RUNNING = ("(f.status = 'in_flight' AND f.started_at IS NOT NULL AND (f.lease_until > " + CLOCK
+           + " OR f.lease_key IN (" + ALIVE + ")))")
 
 TEXTS = {
     "copy_jobs": f"COPY {{s}}.future_job ({_JOB}, fingerprint, shard_key) FROM STDIN "
@@ -68,7 +75,7 @@ TEXTS = {
                        "FROM {s}.job_history WHERE idempotency_key = ANY(%s) "
                        "ORDER BY idempotency_key, seq DESC",
     "get": f"SELECT {_JOB} FROM {{s}}.future_job WHERE id = %s",
-    "get_for_update": f"SELECT {_JOB}, fingerprint FROM {{s}}.future_job f WHERE id = %s "
+    "get_for_update": f"SELECT {_JOB}, {RUNNING} FROM {{s}}.future_job f WHERE id = %(id)s "
                       "FOR UPDATE",
     "get_history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history WHERE id = %s ORDER BY seq",
     "executions": f"SELECT {', '.join(EXECUTION_COLUMNS)} FROM {{s}}.job_execution "
@@ -91,7 +98,7 @@ TEXTS = {
     # one-second range so that only the (next_check_at, id) index gives the order: with
     # ``=`` the planner may walk the primary key instead, past every row of other slots.
     "claim": f"""UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
-        lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
+        lease_key = %(owner_key)s, lease_until = {LEASE_UNTIL}, started_at = NULL
     WHERE f.id = ANY(ARRAY(
         SELECT f.id FROM {{s}}.future_job f
         WHERE f.next_check_at >= %(slot)s AND f.next_check_at < %(slot_end)s
@@ -100,7 +107,7 @@ TEXTS = {
         FOR UPDATE SKIP LOCKED))
     RETURNING {_FJOB}""",
     "claim_ids": f"""UPDATE {{s}}.future_job f SET status = 'in_flight', lease_owner = %(owner)s,
-        lease_key = %(owner_key)s, lease_until = %(until)s, started_at = NULL
+        lease_key = %(owner_key)s, lease_until = {LEASE_UNTIL}, started_at = NULL
     WHERE f.id = ANY(ARRAY(
         SELECT f.id FROM {{s}}.future_job f
         WHERE f.id = ANY(%(ids)s) AND {CLAIMABLE} AND {NOT_MINE}
@@ -143,13 +150,13 @@ TEXTS = {
     "prune_executions": """DELETE FROM {s}.job_execution e USING {s}.job_history h
         WHERE h.ended_at < %s AND e.job_id = h.id AND e.at < %s""",
     "prune": "DELETE FROM {s}.job_history WHERE ended_at < %s",
-    "leases": f"""SELECT lease_owner, count(*), count(*) FILTER (WHERE lease_until <= %(now)s),
-        bool_or(lease_key IN ({ALIVE}))
+    "leases": f"""SELECT lease_owner, count(*), count(*) FILTER (WHERE lease_until <= {CLOCK}),
+        bool_or(lease_key IN ({ALIVE})), max(lease_until)
     FROM {{s}}.future_job WHERE status = 'in_flight' GROUP BY lease_owner ORDER BY lease_owner""",
     "stats_jobs": f"""SELECT
         count(*) FILTER (WHERE status = 'pending'),
         count(*) FILTER (WHERE status = 'in_flight'),
-        count(*) FILTER (WHERE status = 'in_flight' AND lease_until <= %(now)s
+        count(*) FILTER (WHERE status = 'in_flight' AND lease_until <= {CLOCK}
             AND (lease_key IS NULL OR lease_key NOT IN ({ALIVE}))),
         count(DISTINCT next_check_at) FILTER (WHERE next_check_at < %(current)s),
         count(*) FILTER (WHERE next_check_at < %(current)s)

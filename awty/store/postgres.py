@@ -58,11 +58,17 @@ def _one_line(e: BaseException) -> str:
 
 class PostgresStore:
     def __init__(self, url: str, *, schema: str = "awty", create: bool = False,
-                 pool_size: int = 4, connect_timeout: float = 5.0):
+                 pool_size: int = 4, connect_timeout: float = 5.0, lease_clock: str = "server"):
+        """``lease_clock``: "server", lease times in the database's clock (one for every host:
+        see pg_sql.CLOCK); "caller", in the ``now`` each call is given (tests that move time
+        by hand; runners on hosts whose clocks differ must not)."""
         if not SCHEMA_NAME.fullmatch(schema):
             raise InvalidInput(f"database_schema {schema!r} is not a plain SQL name "
                                "(letters, digits, _)")
         self.url, self.schema = url, schema
+        if lease_clock not in ("server", "caller"):
+            raise InvalidInput(f"lease_clock {lease_clock!r}: server or caller")
+        self.lease_clock = lease_clock
         try:
             info = conninfo_to_dict(url)
         except psycopg.ProgrammingError as e:
@@ -155,8 +161,12 @@ class PostgresStore:
             problems = (f"schema version {v}, this awty needs {pg_migrations.LATEST}",)
         return StoreHealth(not problems, v, detail, problems, pg_migrations.LATEST)
 
-    def spec(self) -> tuple[str, str, str]:
-        return ("postgres", self.url, self.schema)
+    def spec(self) -> tuple[str, str, str, str]:
+        return ("postgres", self.url, self.schema, self.lease_clock)
+
+    def _clock(self, now: datetime) -> datetime | None:
+        """The ``%(clock)s`` of lease times: None (the database's own) unless told otherwise."""
+        return sec(now) if self.lease_clock == "caller" else None
 
     def close(self) -> None:
         for conn in self._sessions.values():
@@ -319,7 +329,8 @@ class PostgresStore:
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
               next_slots: int) -> StoreStats:
-        p = {"now": sec(now), "current": sec(current), "owner_class": self._owner_class}
+        p = {"clock": self._clock(now), "current": sec(current),
+             "owner_class": self._owner_class}
         since = sec(since)
         with self._tx("cannot compute stats") as cur:
             pending, in_flight, stale, past_slots, past_jobs = cur.execute(
@@ -343,10 +354,10 @@ class PostgresStore:
 
     def leases(self, now: datetime) -> list[LeaseGroup]:
         with self._tx("cannot read leases") as cur:
-            rows = cur.execute(self.sql.leases, {"now": sec(now),
+            rows = cur.execute(self.sql.leases, {"clock": self._clock(now),
                                                  "owner_class": self._owner_class}).fetchall()
-        return [LeaseGroup(owner, jobs, expired, bool(alive) if owner is not None else None)
-                for owner, jobs, expired, alive in rows]
+        return [LeaseGroup(owner, jobs, expired, bool(alive) if owner is not None else None, ends)
+                for owner, jobs, expired, alive, ends in rows]
 
     def last_fired(self) -> tuple[datetime, datetime] | None:
         with self._tx("cannot read executions") as cur:
@@ -356,7 +367,7 @@ class PostgresStore:
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur, where: str, params: dict, now: datetime,
                 reason: str) -> tuple[list[Job], list[Job]]:
-        params = {**params, "now": now, "owner_class": self._owner_class}
+        params = {**params, "clock": self._clock(now), "owner_class": self._owner_class}
         rows = cur.execute(self.sql.cancel_select.replace("{where}", where), params).fetchall()
         cancelled, running, history = [], [], []
         for r in rows:
@@ -392,23 +403,17 @@ class PostgresStore:
     def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
         now = sec(now)
         with self._tx("cannot reschedule") as cur:
-            r = cur.execute(self.sql.get_for_update, (job_id,)).fetchone()
+            r = cur.execute(self.sql.get_for_update, {
+                "id": job_id, "clock": self._clock(now),
+                "owner_class": self._owner_class}).fetchone()
             if r is None:
                 raise JobNotFound(job_id)
             job = row_to_job(r)
-            if job.started_at is not None and job.status is Status.IN_FLIGHT and (
-                    job.lease_until > now or self._alive(cur, job.lease_owner)):
+            if r[-1]:
                 raise Conflict(f"job {job_id} is running now (started by {job.lease_owner}); "
                                "try again when it ends")
             r = cur.execute(self.sql.reschedule, (sec(next_check_at), now, job_id)).fetchone()
         return row_to_job(r)
-
-    def _alive(self, cur, owner: str | None) -> bool:
-        if owner is None:
-            return False
-        cur.execute(self.sql.owner_alive, {"owner_class": self._owner_class,
-                                           "owner_key": lock_key(owner)})
-        return cur.fetchone()[0]
 
     def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
         now = sec(now)
@@ -479,9 +484,8 @@ class PostgresStore:
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
               limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
-        params = {"slot": sec(slot), "slot_end": sec(slot) + _SECOND, "now": sec(now),
-                  "owner": owner, "owner_key": lock_key(owner), "until": sec(lease_until),
-                  "limit": limit, "owner_class": self._owner_class}
+        params = {"slot": sec(slot), "slot_end": sec(slot) + _SECOND, "limit": limit,
+                  **self._lease(now, owner, lease_until)}
         sql = self.sql.claim
         if shard is not None:
             sql = sql.replace("{shard}", "AND f.shard_key %% %(n)s = %(i)s")
@@ -494,11 +498,16 @@ class PostgresStore:
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
                   lease_until: datetime) -> list[Job]:
-        params = {"ids": list(ids), "now": sec(now), "owner": owner, "owner_key": lock_key(owner),
-                  "until": sec(lease_until), "owner_class": self._owner_class}
+        params = {"ids": list(ids), **self._lease(now, owner, lease_until)}
         with self._tx("cannot claim") as cur:
             rows = cur.execute(self.sql.claim_ids, params).fetchall()
         return sorted(map(row_to_job, rows), key=run_order)
+
+    def _lease(self, now: datetime, owner: str, lease_until: datetime) -> dict:
+        """A claim's lease parameters: its length is the caller's (``lease_until - now``), its
+        times the lease clock's."""
+        return {"clock": self._clock(now), "lease": (sec(lease_until) - sec(now)).total_seconds(),
+                "owner": owner, "owner_key": lock_key(owner), "owner_class": self._owner_class}
 
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
         if not ids:
@@ -554,7 +563,8 @@ class PostgresStore:
     def release_stale(self, owner: str | None, now: datetime) -> int:
         with self._tx("cannot release stale leases") as cur:
             return cur.execute(self.sql.release_stale, {
-                "owner": owner, "now": sec(now), "owner_class": self._owner_class}).rowcount
+                "owner": owner, "clock": self._clock(now),
+                "owner_class": self._owner_class}).rowcount
 
     # -- moving a home (export / import: pg_portable) -------------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

@@ -326,7 +326,7 @@ def open_spec(spec: tuple[Any, ...]) -> Store:
     if spec[0] == "postgres":
         from .postgres import PostgresStore
 
-        return PostgresStore(spec[1], schema=spec[2])
+        return PostgresStore(spec[1], schema=spec[2], lease_clock=spec[3])
     raise StoreError(f"unknown store {spec[0]!r}")
 
 

@@ -18,10 +18,11 @@ Alive = Callable[[str | None], bool | None]
 
 def leases(conn: sqlite3.Connection, now: datetime, alive: Alive) -> list[LeaseGroup]:
     rows = conn.execute(
-        "SELECT lease_owner, count(*), coalesce(sum(lease_until IS NULL OR lease_until <= ?), 0) "
-        "FROM future_job WHERE status = 'in_flight' GROUP BY lease_owner ORDER BY lease_owner",
-        (iso(now),)).fetchall()
-    return [LeaseGroup(owner=o, jobs=n, expired=x, alive=alive(o)) for o, n, x in rows]
+        "SELECT lease_owner, count(*), coalesce(sum(lease_until IS NULL OR lease_until <= ?), 0), "
+        "max(lease_until) FROM future_job WHERE status = 'in_flight' GROUP BY lease_owner "
+        "ORDER BY lease_owner", (iso(now),)).fetchall()
+    return [LeaseGroup(owner=o, jobs=n, expired=x, alive=alive(o), ends=from_iso(e) if e else None)
+            for o, n, x, e in rows]
 
 
 def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:

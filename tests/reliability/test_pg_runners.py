@@ -3,8 +3,8 @@ real receiver and a fresh schema per test:
 
 - four ``run-slot`` processes on one 5,000-job slot: every job delivered exactly once, the
   work shared (SKIP LOCKED claims, a shared slot lock);
-- one of them SIGKILLed mid-slot: nothing lost; a later ``catchup`` (clock past the lease,
-  AWTY_NOW) takes the dead runner's claims over;
+- one of them SIGKILLed mid-slot: nothing lost; a later ``catchup`` (once the lease has passed
+  on the server's clock, which keeps lease times) takes the dead runner's claims over;
 - eight processes adding (``awty add``) while two runners fire: every acknowledged add is
   delivered exactly once;
 - the server restarted (``pg_ctl restart`` of the test's own cluster) mid-run: the run stops
@@ -27,7 +27,7 @@ from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
 from conftest import T0
-from relkit import cli_env, run_cli, spawn
+from relkit import cli_env, lease_passes, run_cli, spawn
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 on_postgres = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -103,7 +103,9 @@ def test_a_runner_killed_mid_slot_loses_nothing(home, backend):
         assert killed and results[0][0] == -signal.SIGKILL
         assert all(code == 0 for code, _, _ in results[1:]), results[1:]
         stranded = _rows(backend, "SELECT count(*) FROM {s}.future_job")[0][0]
-        # the dead runner's claims wait for their lease; a later catch-up takes them over
+        # the dead runner's claims wait for their lease (the server's clock: it passes there);
+        # a later catch-up takes them over
+        lease_passes(backend.kw)
         later = _env(home, backend, slot + timedelta(hours=1), concurrency=32)
         caught = run_cli(["catchup", "--json"], later)
         assert caught.returncode == 0, caught.stderr
@@ -185,6 +187,7 @@ def test_a_server_restart_mid_run_loses_nothing(home, own_cluster):
         assert "Traceback" not in run.stderr and run.returncode in (0, 1), run.stderr[-2000:]
         if run.returncode == 1:  # the run stopped on the lost connection: one clear line
             assert run.stderr.strip().count("\n") == 0 and "PostgreSQL" in run.stderr
+        lease_passes(kw)  # the lost claims' leases end (on the server's clock)
         later = {**cli_env(home, slot + timedelta(hours=1), concurrency=32), **env_pg}
         caught = run_cli(["catchup", "--json"], later)
         assert caught.returncode == 0, caught.stderr[-2000:]

@@ -108,6 +108,8 @@ def _run(home, backend, *, n: int, slots: int, command: list[str], skew: timedel
         ids, slot_list = _fill(home, backend, rx.url("/s"), n, slots)
         now = slot_list[-1] + timedelta(seconds=1)
         a_now, b_now = now, now + timedelta(seconds=1) + skew
+        if command[0] == "run-slot":  # the same slot, whatever the runner's clock says
+            command = [command[0], slot_id(slot_list[0]), *command[1:]]
         a = spawn(command, _env(home, backend, a_now, "awty-a", **settings))
         b = spawn(command, _env(home, backend, b_now, "awty-b", **settings))
         (a_out, a_err), (b_out, b_err) = a.communicate(timeout=300), b.communicate(timeout=300)
@@ -144,6 +146,17 @@ def _run(home, backend, *, n: int, slots: int, command: list[str], skew: timedel
 def test_a_runner_whose_session_ends_stops_sending(home, backend, store_process):
     _run(home, backend, n=12_000, slots=1, command=["run-slot", "--json"], skew=timedelta(0),
          store_process=store_process)
+
+
+@on_postgres
+def test_a_runner_an_hour_ahead_takes_nothing_of_one_whose_session_ended(home, backend):
+    """The issue's run: the other runner's clock an hour ahead, so that every lease of the
+    first looked long expired to it; once the first's session ended, it took over what the
+    first had started, sent and not yet recorded (1,489-2,960 duplicates of 12,000 in the
+    issue's runs; here, before: 590, the runner exiting 0). A runner that stops at once leaves
+    it a window of milliseconds; lease times kept on the server's clock close it."""
+    _run(home, backend, n=12_000, slots=1, command=["run-slot", "--json"],
+         skew=timedelta(hours=1))
 
 
 @on_postgres

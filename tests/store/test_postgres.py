@@ -35,7 +35,9 @@ def pg(pg_database):
     from awty.store.postgres import PostgresStore
 
     schema = f"t_{uuid.uuid4().hex[:10]}"
-    store = PostgresStore(pg_database.url, schema=schema, create=True)
+    # leases in the time these tests give (as the contract tests): test_the_databases_clock…
+    # checks the database's own, what runners use
+    store = PostgresStore(pg_database.url, schema=schema, create=True, lease_clock="caller")
     yield store
     store.close()
     import psycopg
@@ -108,7 +110,7 @@ def test_server_down_wrong_password_restart_mid_claim(cluster):
         PostgresStore(wrong)
     assert "password" in one_line(e.value)
 
-    store = PostgresStore(cluster.url, schema="restart", create=True)
+    store = PostgresStore(cluster.url, schema="restart", create=True, lease_clock="caller")
     try:
         store.add(jobs(300), [None] * 300)
         with store.owner_session("host-a:1:x"):
@@ -172,6 +174,50 @@ def test_sigkilled_runner_leases_are_taken_over_after_expiry(pg):
     after = (NOW + timedelta(seconds=60)).isoformat()
     finished(worker(pg, "claim", "host-0:0:t", after, "60", SLOT.isoformat()))
     ended_once(pg, JOBS)
+
+
+def test_the_databases_clock_decides_leases(pg, pg_database):
+    """Runners on several hosts keep lease times in the database's clock (issue 28 #2): a
+    runner whose clock runs an hour ahead leases for the lease's length from the server's
+    now, so once it is gone its claims wait for the lease, not the lease and the hour; a
+    claimer whose clock runs ahead takes no lease early, and cancel sees a started job as
+    running until its lease ends on the server. Before, every lease time was the caller's."""
+    from awty.store.postgres import PostgresStore
+
+    import psycopg
+
+    def server_now() -> datetime:
+        with psycopg.connect(pg_database.url) as c:
+            return c.execute("SELECT now()").fetchone()[0]
+
+    store = PostgresStore(pg_database.url, schema=pg.schema)  # the server's clock, as runners
+    victim, ahead, behind = "host-v:9:v", NOW + timedelta(hours=1), NOW - timedelta(days=30)
+    try:
+        a, b, c = jobs(3)
+        store.add([a, b, c], [None] * 3)
+        with store.owner_session(victim):
+            got = store.claim(SLOT, now=ahead, owner=victim, lease_until=ahead + MINUTE, limit=2)
+            assert store.start([a.id], owner=victim, now=ahead) == [a.id]
+        assert [j.id for j in got] == [a.id, b.id]
+        assert abs((got[0].lease_until - server_now()) - MINUTE) < timedelta(seconds=5)
+        # its session ended: gone; its leases still run on the server's clock
+        far = NOW + timedelta(hours=5)
+        taken = store.claim(SLOT, now=far, owner="host-b:2:b", lease_until=far + MINUTE, limit=9)
+        assert [j.id for j in taken] == [c.id]
+        [group] = [g for g in store.leases(far) if g.owner == victim]
+        assert (group.jobs, group.expired, group.alive) == (2, 0, False)
+        assert group.ends == got[0].lease_until
+        assert [j.id for j in store.cancel([a.id], far).running] == [a.id]
+        with psycopg.connect(pg_database.url, autocommit=True) as conn:  # a minute passes
+            conn.execute(f'UPDATE "{pg.schema}".future_job SET lease_until = lease_until - '
+                         "interval '1 minute' WHERE lease_owner = %s", (victim,))
+        assert [(g.expired, g.alive) for g in store.leases(behind) if g.owner == victim] == [
+            (2, False)]
+        late = store.claim(SLOT, now=behind, owner="host-c:3:c", lease_until=behind + MINUTE,
+                           limit=9)
+        assert sorted(j.id for j in late) == [a.id, b.id]
+    finally:
+        store.close()
 
 
 def test_eight_concurrent_adders(pg):
