@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
+import signal
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,6 +54,18 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """True once ``pid`` has exited (a zombie counts), waited for at most ``seconds``."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], seconds)[0]) or not alive(pid)
+    finally:
+        os.close(fd)
 
 
 def test_exit_zero_is_done():
@@ -164,11 +178,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert r.error == "timeout after 1s"
     assert r.status is None
     assert elapsed < 1.0 + 2.0
-    pid = int(pidfile.read_text())
-    deadline = time.monotonic() + 2
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not alive(pid)
+    assert gone_within(int(pidfile.read_text()), 2)
 
 
 def test_background_leftovers_do_not_stall_nor_survive(tmp_path):
@@ -178,11 +188,7 @@ def test_background_leftovers_do_not_stall_nor_survive(tmp_path):
     assert r.answer is Answer.DONE
     assert r.output == "started\n"
     assert time.monotonic() - t0 < 3
-    pid = int(pidfile.read_text())
-    deadline = time.monotonic() + 2
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not alive(pid)
+    assert gone_within(int(pidfile.read_text()), 2)
 
 
 def test_huge_output_is_truncated_but_drained():
@@ -214,27 +220,97 @@ def test_concurrent_runs_are_bounded():
     assert time.monotonic() - t0 >= 0.55  # two waves of two
 
 
-def test_cancellation_kills_the_group(tmp_path):
-    pidfile = tmp_path / "pid"
+# The event loops a run may be on: the runner's (uvloop) and asyncio's own. Each has its own
+# clean-up for a process whose start is cancelled half-way; neither kills the process group.
+LOOPS = ["asyncio", "uvloop"]
+PROMPT = 5.0  # seconds: a cancelled run ends well within this; its command would sleep 30
+
+
+def loop_factory(name: str):
+    if name == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def read_line(fifo: Path, within: float = 10.0) -> str:
+    """The first line written to ``fifo`` (opened here for reading, so its writer may open it),
+    waited for at most ``within`` seconds. Blocks its caller: on the loop, the loop stands still."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        data = b""
+        end = time.monotonic() + within
+        while not data.endswith(b"\n"):
+            left = end - time.monotonic()
+            assert left > 0, f"nothing written to {fifo} within {within}s"
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, 4096)
+                assert chunk, f"{fifo} closed without a line"
+                data += chunk
+        return data.decode().strip()
+    finally:
+        os.close(fd)
+
+
+def cancelled_run(loop: str, command: str, pid_of) -> tuple[float, bool]:
+    """Start ``command`` in a run, await ``pid_of()`` (the pid of what it left in the
+    background) and cancel the run there: (seconds from the cancel to the run's end, whether
+    the background process was gone within 2 s). The background process is killed here in any
+    case."""
     ex = ExecExecutor(Settings(), FixedClock(NOW))
+    pid = 0
 
-    async def go() -> None:
-        task = asyncio.create_task(ex.run(make_job(f"sleep 30 & echo $! > {pidfile}; wait"),
-                                          Attempt("203001011200", 1, 1, 30)))
-        for _ in range(200):
-            if pidfile.exists() and pidfile.read_text().strip():
-                break
-            await asyncio.sleep(0.01)
+    async def go() -> float:
+        nonlocal pid
+        task = asyncio.create_task(ex.run(make_job(command), Attempt("203001011200", 1, 1, 60)))
+        pid = await pid_of()
+        t0 = time.monotonic()
         task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        done, _ = await asyncio.wait({task}, timeout=PROMPT * 2)
+        elapsed = time.monotonic() - t0
+        assert task in done, f"the cancelled run had not ended {PROMPT * 2}s later"
+        assert task.cancelled()
+        return elapsed
 
-    asyncio.run(go())
-    pid = int(pidfile.read_text())
-    deadline = time.monotonic() + 2
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not alive(pid)
+    try:
+        with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
+            elapsed = runner.run(go())
+        return elapsed, gone_within(pid, 2)
+    finally:
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_cancel_while_running_kills_the_group_at_once(tmp_path, loop):
+    fifo = tmp_path / "pid"
+    os.mkfifo(fifo)
+
+    async def pid_of() -> int:
+        # the pid comes once the payload has been read to its end: the run is under way
+        return int(await asyncio.to_thread(read_line, fifo))
+
+    elapsed, gone = cancelled_run(loop, f"cat >/dev/null; sleep 30 & echo $! > {fifo}; wait",
+                                  pid_of)
+    assert elapsed < PROMPT
+    assert gone
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_cancel_while_starting_kills_the_group_at_once(tmp_path, loop):
+    """The cancel comes once the process is made, before the loop turns again (when
+    loop.subprocess_exec is still connecting the pipes: its clean-up killed the shell alone,
+    then asyncio waited 30 s for the pipes the `sleep 30` holds, uvloop left it running)."""
+    fifo = tmp_path / "pid"
+    os.mkfifo(fifo)
+
+    async def pid_of() -> int:
+        await asyncio.sleep(0)  # the run's first step: the process is made
+        return int(read_line(fifo))  # the loop held until the shell has its `sleep` going
+
+    elapsed, gone = cancelled_run(loop, f"sleep 30 & echo $! > {fifo}; wait", pid_of)
+    assert elapsed < PROMPT
+    assert gone
 
 
 def test_capture_keeps_head_and_tail():

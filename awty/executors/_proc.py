@@ -8,9 +8,18 @@ executors.
 - When the leader exits on its own, whatever it left running in its group (``sleep 100 &``)
   is SIGKILLed too: nothing a check started outlives the check, and a background process
   holding the output pipe cannot stall the slot.
-- Output is drained continuously through a protocol (never back-pressuring the child) and
-  kept up to a cap: the first and the last bytes of each stream, with the count of the rest.
-- Cancelling the caller kills the group as well.
+- Output is drained continuously (never back-pressuring the child) and kept up to a cap: the
+  first and the last bytes of each stream, with the count of the rest.
+- Cancelling the caller kills the group as well, at any moment, the spawn included.
+
+The child is spawned here (``subprocess.Popen``) and its pipes served by the loop's readers and
+writers, not by ``loop.subprocess_exec``: that one makes the process, then connects its pipes
+over a few turns of the loop, and a cancel in between takes its own clean-up, which kills the
+leader alone: asyncio then waits for the pipes that the rest of the group still holds (a
+``sleep 30 &``: 30 s, and ``asyncio.run`` hangs on it the same way, CPython issues 103847 and
+125502), uvloop returns and leaves the rest running. Here the pid is known from the moment the
+process exists, and every way out of ``run_process`` kills its group. A thread waits for the
+leader's exit (as asyncio's default child watcher does on 3.11).
 
 Reaping: the pid of a group leader cannot be reused while group members are alive; between
 reaping the leader and the final ``killpg`` a new, unrelated process would have to take the
@@ -22,9 +31,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 from ..execenv import restore
 from ..model import Attempt, Job
@@ -35,6 +47,7 @@ SECRET_ENV = ("AWTY_SIGNING_SECRET", "AWTY_SIGNING_SECRET_FILE")
 TAIL_KEEP = 64 * 1024  # bytes kept from the end of a stream: enough for a last JSON line
 REAP_GRACE = 5.0  # seconds to wait for a SIGKILLed leader to be reaped
 DRAIN_GRACE = 1.0  # seconds to collect what is left in the pipes after the leader is gone
+READ_SIZE = 256 * 1024  # bytes read from an output pipe at a time
 
 
 class Capture:
@@ -104,25 +117,94 @@ class ProcOutcome:
     duration: float  # monotonic seconds, spawn to the end
 
 
-class _Protocol(asyncio.SubprocessProtocol):
-    def __init__(self, loop: asyncio.AbstractEventLoop, head_cap: int):
+class _Pipes:
+    """The child's stdin, stdout and stderr, served by the loop (``add_reader``/``add_writer``):
+    the payload written as the child takes it, then stdin closed; the output read into two
+    Captures until each pipe's end (``drained``: every holder of their write ends is gone)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes],
+                 head_cap: int):
         self.stdout = Capture(head_cap, max(head_cap, TAIL_KEEP))
         self.stderr = Capture(head_cap, max(head_cap, TAIL_KEEP))
-        self.exited: asyncio.Future[None] = loop.create_future()
         self.drained: asyncio.Future[None] = loop.create_future()
-        self._open = {1, 2}
+        self._loop = loop
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._stdin, out, err = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()
+        self._files = {self._stdin: proc.stdin, out: proc.stdout, err: proc.stderr}
+        self._outputs = {out: self.stdout, err: self.stderr}
+        self._serving: dict[int, Callable[[int], object]] = {}  # fd -> how to stop serving it
+        self._payload = memoryview(b"")
 
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        (self.stdout if fd == 1 else self.stderr).feed(data)
+    def serve(self, payload: bytes) -> None:
+        for fd in self._files:
+            os.set_blocking(fd, False)
+        for fd in self._outputs:
+            self._loop.add_reader(fd, self._read, fd)
+            self._serving[fd] = self._loop.remove_reader
+        self._payload = memoryview(payload)
+        self._feed()
 
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._open.discard(fd)
-        if not self._open and not self.drained.done():
+    def _read(self, fd: int) -> None:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._outputs[fd].feed(data)
+            return
+        self._close(fd)
+        del self._outputs[fd]
+        if not self._outputs and not self.drained.done():
             self.drained.set_result(None)
 
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
+    def _feed(self) -> None:
+        fd = self._stdin
+        try:
+            while self._payload:
+                self._payload = self._payload[os.write(fd, self._payload):]
+        except BlockingIOError:  # the pipe is full: the rest once the child has read some
+            if fd not in self._serving:
+                self._loop.add_writer(fd, self._feed)
+                self._serving[fd] = self._loop.remove_writer
+            return
+        except OSError:
+            pass  # the child closed its stdin (or exited) without reading it all
+        self._close(fd)
+
+    def _close(self, fd: int) -> None:
+        stop = self._serving.pop(fd, None)
+        if stop is not None:
+            stop(fd)  # before closing: the number may be reused at once
+        pipe = self._files.pop(fd, None)
+        if pipe is not None:
+            pipe.close()
+
+    def close(self) -> None:
+        """Stop serving the pipes and close them (those never served as well)."""
+        for fd in list(self._files):
+            self._close(fd)
+
+
+def _exit_of(loop: asyncio.AbstractEventLoop,
+             proc: subprocess.Popen[bytes]) -> asyncio.Future[int]:
+    """The leader's exit status, reaped by a thread of its own and told to the loop."""
+    exited: asyncio.Future[int] = loop.create_future()
+
+    def settle(returncode: int) -> None:
+        if not exited.done():
+            exited.set_result(returncode)
+
+    def reap() -> None:
+        returncode = proc.wait()
+        try:
+            loop.call_soon_threadsafe(settle, returncode)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits for it any more
+
+    threading.Thread(target=reap, name=f"awty-reap-{proc.pid}", daemon=True).start()
+    return exited
 
 
 def killpg(pgid: int) -> None:
@@ -133,7 +215,7 @@ def killpg(pgid: int) -> None:
         pass
 
 
-async def _wait(fut: asyncio.Future[None], seconds: float) -> bool:
+async def _wait(fut: asyncio.Future[Any], seconds: float) -> bool:
     """Wait for ``fut`` at most ``seconds``; True when it completed."""
     if not fut.done():
         try:
@@ -152,37 +234,34 @@ async def run_process(argv: list[str], *, stdin: bytes, cwd: str | None, env: di
     loop = asyncio.get_running_loop()
     start = time.monotonic()
     deadline = start + timeout
-    transport, proto = await loop.subprocess_exec(
-        lambda: _Protocol(loop, max(keep, 0)), *argv,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
-    pid = transport.get_pid()
+    proc = subprocess.Popen(argv, bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
+    pid = proc.pid
+    pipes = _Pipes(loop, proc, max(keep, 0))
+    exited: asyncio.Future[int] | None = None
     timed_out = False
-    try:
-        pipe = cast("asyncio.WriteTransport | None", transport.get_pipe_transport(0))
-        if pipe is not None and not pipe.is_closing():
-            try:
-                if stdin:
-                    pipe.write(stdin)  # buffered by the transport: never blocks on a non-reader
-                pipe.close()
-            except (RuntimeError, OSError):
-                pass  # the command exited (or closed stdin) without reading it: uvloop says so
-        if not await _wait(proto.exited, deadline - time.monotonic()):
+    try:  # from the spawn on: every way out of here, a cancel included, kills the group
+        pipes.serve(stdin)
+        exited = _exit_of(loop, proc)
+        if not await _wait(exited, deadline - time.monotonic()):
             timed_out = True
             killpg(pid)
-            await _wait(proto.exited, REAP_GRACE)
+            await _wait(exited, REAP_GRACE)
         else:
             killpg(pid)  # whatever the command left running in its group
         # What the dead wrote is already in the pipes; a holder outside the group (one that
         # made itself a new session) is waited for at most DRAIN_GRACE, never past the deadline.
-        await _wait(proto.drained, min(DRAIN_GRACE, max(deadline - time.monotonic(), 0.1)))
+        await _wait(pipes.drained, min(DRAIN_GRACE, max(deadline - time.monotonic(), 0.1)))
     finally:
-        if not proto.exited.done():  # cancelled, or the leader could not be reaped
-            killpg(pid)
-            await _wait(proto.exited, REAP_GRACE)  # reap it here, not after the loop is gone
-        transport.close()
-    return ProcOutcome(returncode=transport.get_returncode(), timed_out=timed_out,
-                       stdout=proto.stdout, stderr=proto.stderr,
+        try:
+            if exited is None or not exited.done():  # cancelled, or the leader not reaped
+                killpg(pid)
+                if exited is not None:
+                    await _wait(exited, REAP_GRACE)  # reap it here, not after the loop is gone
+        finally:
+            pipes.close()
+    return ProcOutcome(returncode=exited.result() if exited.done() else None,
+                       timed_out=timed_out, stdout=pipes.stdout, stderr=pipes.stderr,
                        duration=time.monotonic() - start)
 
 
