@@ -27,6 +27,7 @@ import awty.store.remote as remote
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
+from awty.testing.messages import Reply
 from awty.testing.receiver import Receiver
 
 pytestmark = pytest.mark.reliability
@@ -51,6 +52,19 @@ def _watch_remotes(monkeypatch) -> list[remote.RemoteStore]:
     return made
 
 
+def _slow_until_up(made: list[remote.RemoteStore], path_status: dict[str, int] | None = None):
+    """Answers that wait 0.2 s until a store process is up, then 5 ms: the run lasts until the
+    process has taken over however slowly it starts (a loaded machine took seconds), and no
+    longer than it must."""
+    statuses = path_status or {}
+
+    def reply(req) -> Reply:
+        up = bool(made) and made[0].up
+        return Reply(status=statuses.get(req.path, 200), delay=0.005 if up else 0.2)
+
+    return reply
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -69,10 +83,7 @@ def _ended(pid: int) -> bool:
 def test_a_run_through_the_store_process_records_every_job_once(home, backend, monkeypatch):
     n = scale(1000, 4000)
     made = _watch_remotes(monkeypatch)
-    # 5 ms a callback: the run lasts long enough for the process to come up (PostgreSQL's
-    # takes a few hundred ms) and take over
-    with Receiver(delay=0.005, keep=False) as rx:
-        rx.script("/gone", status=410)
+    with Receiver(reply=_slow_until_up(made, {"/gone": 410}), keep=False) as rx:
         kw = dict(store_process="on", batch_size=50, concurrency=16, quick_retries=0,
                   **backend.kw)
         with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
@@ -156,7 +167,7 @@ def test_a_catch_up_runs_all_its_slots_through_one_store_process(home, monkeypat
     # all its slots, and every job is still sent and recorded once, in slot order.
     made = _watch_remotes(monkeypatch)
     slots, per = 8, scale(40, 120)
-    with Receiver(delay=0.005, keep=False) as rx:
+    with Receiver(reply=_slow_until_up(made), keep=False) as rx:
         with Awty(home, clock=FixedClock(T0), env={}, batch_size=per * 2, concurrency=8,
                   quick_retries=0) as a:
             added = a.add_many([{"target": rx.url(f"/s{i % slots}"),
