@@ -211,3 +211,53 @@ def test_the_sql_checker_sees_sql_and_not_docstrings(tmp_path):
                  'Q = "SELECT id FROM future_job WHERE x = ?"\n'
                  'M = "select the jobs from the list"\n')
     assert sql_strings(f) == ["SELECT id FROM future_job WHERE x = ?"]
+
+
+# --- libraries only some commands need ---------------------------------------------------------
+# Imported inside the functions that use them, never at a module's top, so that no command's
+# start-up pays for them: cronsim (~25 ms) and cron-descriptor (~170 ms with gettext) serve only
+# the schedule commands and the claim of a schedule's occurrence.
+LAZY = {"cronsim", "cron_descriptor"}
+
+
+def top_level_imports(path: Path) -> set[str]:
+    """Top-level names a module imports when it is imported: statements outside functions,
+    ``if TYPE_CHECKING:`` blocks left out."""
+    out: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                out.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                out.add(node.module.split(".")[0])
+            elif isinstance(node, ast.If):
+                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for part in (node.body, node.orelse, node.finalbody,
+                             *(h.body for h in node.handlers)):
+                    visit(part)
+            elif isinstance(node, ast.ClassDef | ast.With):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return out
+
+
+def test_the_cron_libraries_are_imported_lazily():
+    users = set()
+    for name, (path, _) in modules(AWTY).items():
+        assert not top_level_imports(path) & LAZY, name
+        if external_imports(path) & LAZY:
+            users.add(name)
+    assert "awty.recurrence" in users  # the check looks where the libraries are used
+
+
+def test_the_lazy_import_checker(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import os\nTYPE_CHECKING = False\nif TYPE_CHECKING:\n    import cronsim\n"
+                 "try:\n    from cron_descriptor import x\nexcept ImportError:\n    pass\n"
+                 "def f():\n    import json\n")
+    assert top_level_imports(f) == {"os", "cron_descriptor"}
