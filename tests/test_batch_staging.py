@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -34,9 +35,19 @@ def _incoming(home):
 
 
 def _writers():
-    """Envelope writers running now (a refused batch must leave none)."""
-    out = subprocess.run(["pgrep", "-f", "envwriter.py"], capture_output=True, text=True)
-    return out.stdout.split()
+    """This test process's envelope writers still running (a refused batch must leave none).
+    Only its own children: another test run or user on the machine may be writing envelopes."""
+    me = os.getpid()
+    kids = " ".join(p.read_text() for p in Path(f"/proc/{me}/task").glob("*/children"))
+    running = []
+    for pid in kids.split():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue  # ended since
+        if b"envwriter.py" in cmd:
+            running.append(pid)
+    return running
 
 
 def test_a_big_batch_lands_whole_in_its_slots(home, clock):
