@@ -97,7 +97,7 @@ class Awty:
         """The store, opened (and home created) on first use."""
         if self._store is None:
             if self._read_only:
-                self._store = open_store(self, create=False, migrate=False)
+                self._store = open_store(self, mode="read")
             else:
                 ensure_home(self.home)
                 self._store = open_store(self)
@@ -142,7 +142,7 @@ class Awty:
             except StoreError as e:
                 if "awty init" not in str(e):  # unreachable, refused: not init's to mend
                     raise
-                self._store = open_store(self, init=True)
+                self._store = open_store(self, mode="init")
                 made.append(self.where)
         elif not self.db_path.exists():
             made.append(str(self.db_path))
@@ -551,23 +551,14 @@ def _seconds(value: Duration | None) -> str | float | None:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-def open_store(a: Awty, *, create: bool = True, migrate: bool = True,
-               init: bool = False) -> Store:
-    """The one place that names a store implementation: PostgreSQL when ``a`` has a database
-    URL (psycopg is imported only then), else SQLite in home. SQLite: ``create=False``: a
-    missing database raises ``StoreError``; ``migrate=False``: an old schema is left as it
-    is (doctor reads it before deciding). PostgreSQL: only ``awty init`` creates or migrates
-    the schema (``init=True``); everything else finds it or says to run
-    init, since many hosts share it."""
-    s = a.settings
-    if s.database_url:
-        from .store.postgres import PostgresStore
+def open_store(a: Awty, *, mode: str = "use") -> Store:
+    """This home's store (``store.open`` of its ``StoreSpec``): PostgreSQL when ``a`` has a
+    database URL (psycopg is imported only then), else SQLite in home. ``mode``: see
+    ``store.MODES`` (only ``awty init`` creates or migrates a PostgreSQL schema, since many
+    hosts share it; ``read`` never creates nor migrates anything)."""
+    from . import store as store_mod
 
-        return PostgresStore(s.database_url, schema=s.database_schema,
-                             create=init)
-    from .store.sqlite import SQLiteStore
-
-    return SQLiteStore(a.db_path, busy_timeout=s.busy_timeout, create=create, migrate=migrate)
+    return store_mod.open(store_mod.StoreSpec.of(a.settings, a.home), mode=mode)
 
 
 def ensure_home(home: Path) -> None:

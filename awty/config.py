@@ -63,6 +63,9 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("database_url", None, "several hosts: the PostgreSQL store instead of SQLite",
      '"postgresql://awty@db.example.com/awty"'),
     ("database_schema", "awty", "the PostgreSQL schema holding awty's tables", None),
+    ("database_pool_size", 4, "PostgreSQL connections a process keeps open at most", None),
+    ("database_connect_timeout", 5.0, "how long a PostgreSQL connection may take to open",
+     None),
     ("store_process", "auto", "a run's store work in a process of its own: auto (big slots "
      "and catch-ups), on, off", '"auto"'),
 )
@@ -105,6 +108,8 @@ class Settings(Record):
     exec_env: bool
     database_url: str | None
     database_schema: str
+    database_pool_size: int
+    database_connect_timeout: float
     store_process: str
 
     def __new__(cls, *args: Any, **values: Any) -> Settings:
@@ -120,13 +125,14 @@ class Settings(Record):
 
 
 _DURATION_KEYS = {"timeout", "horizon", "max_delay", "misfire_grace", "lease", "busy_timeout",
-                  "quick_retry_max_delay"}
+                  "quick_retry_max_delay", "database_connect_timeout"}
 _INT_KEYS = {"resolution", "concurrency", "per_host_concurrency", "max_checks", "max_attempts",
              "quick_retries", "max_payload_bytes", "max_response_bytes", "breaker_threshold",
-             "batch_size", "history_output_bytes", "log_max_bytes"}
+             "batch_size", "history_output_bytes", "log_max_bytes", "database_pool_size"}
 # Sanity ceilings: past these a value is a typo, and would exhaust file descriptors or memory.
 _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size": 100_000,
-            "quick_retries": 10, "max_checks": 1_000_000, "max_attempts": 1_000}
+            "quick_retries": 10, "max_checks": 1_000_000, "max_attempts": 1_000,
+            "database_pool_size": 100}
 # Optional text settings, and what they hold (for the error message).
 _TEXT_KEYS = {"signing_secret_file": "a file path", "ca_file": "a file path",
               "notify_command": "a shell command (a string)"}

@@ -48,9 +48,9 @@ class _Schema:
         self.url, self.name = url, f"bench_{uuid.uuid4().hex[:8]}"
 
     def __enter__(self):
-        from awty.store.postgres import PostgresStore
+        from awty import store
 
-        self.store = PostgresStore(self.url, schema=self.name, create=True)
+        self.store = store.open(store.StoreSpec("postgres", self.url, self.name), mode="init")
         return self.store
 
     def __exit__(self, *exc) -> None:
@@ -128,9 +128,9 @@ def flat_pair(url: str, n: int, background: int, runs: int) -> tuple[list[float]
 
 
 def _drain(url: str, schema: str, owner: str, start_at: float) -> int:
-    from awty.store.postgres import PostgresStore
+    from awty import store as store_mod
 
-    store = PostgresStore(url, schema=schema)
+    store = store_mod.open(store_mod.StoreSpec("postgres", url, schema))
     time.sleep(max(0.0, start_at - time.time()))  # every process starts together
     with store.owner_session(owner):
         done = 0

@@ -176,9 +176,9 @@ def backend(request, monkeypatch):
     db = request.getfixturevalue("pg_database")
     schema = f"c_{uuid.uuid4().hex[:10]}"
     monkeypatch.setenv("AWTY_DATABASE_SCHEMA", schema)
-    from awty.store.postgres import PostgresStore
+    from awty import store
 
-    PostgresStore(db.url, schema=schema, create=True).close()
+    store.open(store.StoreSpec("postgres", db.url, schema), mode="init").close()
     url = pg_url(db.url)
     env = {"AWTY_DATABASE_URL": url, "AWTY_DATABASE_SCHEMA": schema}
     yield Backend("postgres", ["--database-url", url], {"database_url": url,

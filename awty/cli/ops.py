@@ -85,7 +85,7 @@ def doctor(
 
 # Findings that --repair does not touch: they need the operator (cron, a new awty, catch-up).
 _NOT_REPAIRABLE = {"cron", "schema", "integrity", "catch-up", "config", "secret", "drop-ins",
-                   "scheduler", "cron daemon", "last slot"}
+                   "server", "scheduler", "cron daemon", "last slot"}
 
 
 def _doctor_summary(report) -> None:

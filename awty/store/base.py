@@ -57,12 +57,15 @@ import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Reslot,
     StoreHealth, StoreStats,
 )
+
+if TYPE_CHECKING:
+    from .spec import StoreSpec
 
 __all__ = ["Added", "CancelResult", "Decision", "End", "Reslot", "SlotLock", "Store"]
 
@@ -90,8 +93,8 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
-    def spec(self) -> tuple[Any, ...]:
-        """How another process opens this same store (``store.remote.open_spec``): a picklable
+    def spec(self) -> StoreSpec:
+        """How another process opens this same store (``store.open``): a picklable
         description, no connection in it. The runner's store process uses it."""
 
     # -- adding ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from .pg_rows import (
     row_to_job, sec,
 )
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
+from .spec import StoreSpec
 
 # psycopg_pool logs reconnects as warnings; with no logging set up they would reach stderr
 # through logging's last resort, around the command's own one-line error. An application that
@@ -69,6 +70,7 @@ class PostgresStore:
         if lease_clock not in ("server", "caller"):
             raise InvalidInput(f"lease_clock {lease_clock!r}: server or caller")
         self.lease_clock = lease_clock
+        self.pool_size, self.connect_timeout = pool_size, connect_timeout
         try:
             info = conninfo_to_dict(url)
         except psycopg.ProgrammingError as e:
@@ -161,8 +163,9 @@ class PostgresStore:
             problems = (f"schema version {v}, this awty needs {pg_migrations.LATEST}",)
         return StoreHealth(not problems, v, detail, problems, pg_migrations.LATEST)
 
-    def spec(self) -> tuple[str, str, str, str]:
-        return ("postgres", self.url, self.schema, self.lease_clock)
+    def spec(self) -> StoreSpec:
+        return StoreSpec("postgres", self.url, self.schema, pool_size=self.pool_size,
+                         connect_timeout=self.connect_timeout, lease_clock=self.lease_clock)
 
     def _clock(self, now: datetime) -> datetime | None:
         """The ``%(clock)s`` of lease times: None (the database's own) unless told otherwise."""

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .base import Store
+    from .spec import StoreSpec
 
 _LEN = struct.Struct("!I")
 _KINDS = {k.value: k for k in Kind}
@@ -128,7 +129,7 @@ class RemoteStore:
     answered from the loop's own reading of the socket (no thread to wake, so no turn of the
     GIL to wait for between the answer and the job it lets go out)."""
 
-    def __init__(self, spec: tuple[Any, ...], loop: asyncio.AbstractEventLoop):
+    def __init__(self, spec: StoreSpec, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.up = False
         self.gone: str | None = None  # why the process cannot be used, once it cannot
@@ -316,18 +317,11 @@ class _Channel(asyncio.Protocol):
 
 
 # --- the child's side -------------------------------------------------------------------------
-def open_spec(spec: tuple[Any, ...]) -> Store:
-    """The store a ``Store.spec()`` describes."""
-    if spec[0] == "sqlite":
-        from .sqlite import SQLiteStore
+def open_spec(spec: StoreSpec) -> Store:
+    """The store a ``Store.spec()`` describes, as its parent already opened it."""
+    from . import open as open_store
 
-        return SQLiteStore(Path(spec[1]), busy_timeout=spec[2], create=False, migrate=False,
-                           locks=Path(spec[3]))
-    if spec[0] == "postgres":
-        from .postgres import PostgresStore
-
-        return PostgresStore(spec[1], schema=spec[2], lease_clock=spec[3])
-    raise StoreError(f"unknown store {spec[0]!r}")
+    return open_store(spec, mode="read")
 
 
 def serve(sock: socket.socket) -> None:

@@ -26,6 +26,7 @@ from ..model import (
 from ..slots import from_iso, iso
 from . import migrations, sqlite_portable, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
+from .spec import StoreSpec
 from .sqlite_rows import (
     CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, SELECT_EXECUTION,
     SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many, job_filters,
@@ -130,8 +131,9 @@ class SQLiteStore:
     def close(self) -> None:
         self.conn.close()
 
-    def spec(self) -> tuple[str, str, float, str]:
-        return ("sqlite", str(self.path), self.busy_timeout, str(self.locks))
+    def spec(self) -> StoreSpec:
+        return StoreSpec("sqlite", str(self.path), busy_timeout=self.busy_timeout,
+                         locks=str(self.locks))
 
     @contextmanager
     def _write(self):

@@ -35,15 +35,12 @@ class Case:
 
 
 def open_store(kind: str, where: str, schema: str | None, *, create: bool = False):
-    if kind == "sqlite":
-        from awty.store.sqlite import SQLiteStore
-
-        return SQLiteStore(Path(where))
-    from awty.store.postgres import PostgresStore
+    from awty import store
 
     # The contract tests move time by hand (the `now` of each call): leases in their time.
     # tests/store/test_postgres.py checks the database's own clock, what runners use.
-    return PostgresStore(where, schema=schema or "awty", create=create, lease_clock="caller")
+    return store.open(store.StoreSpec(kind, where, schema or "awty", lease_clock="caller"),
+                      mode="init" if create else "use")
 
 
 class Holder:

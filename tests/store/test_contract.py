@@ -707,13 +707,9 @@ def test_import_takes_back_what_export_gave(store, case, tmp_path, to):
     The moved store then behaves the same: retry finds the failed job, idempotency the key."""
     jobs = _a_worked_store(store)
     if to == "sqlite" or case.kind == "sqlite":
-        from awty.store.sqlite import SQLiteStore
-
-        dst = SQLiteStore(tmp_path / "moved.db")
+        dst = type(case)("sqlite", str(tmp_path / "moved.db")).open(create=True)
     else:
-        from awty.store.postgres import PostgresStore
-
-        dst = PostgresStore(case.where, schema=case.schema + "_m", create=True)
+        dst = type(case)("postgres", case.where, case.schema + "_m").open(create=True)
     try:
         assert _moved(store, dst) == (2, 4)
         assert list(dst.export_history()) == list(store.export_history())
