@@ -18,7 +18,6 @@ from .model import (
     StoreStats,
 )
 from .record import Record, _draft, _seal
-from .safeio import write_new
 from .slotdir import SlotTree, Staged
 from .slots import current_slot, next_slot_after, slot_for, slot_id
 from .when import parse_since
@@ -74,7 +73,12 @@ class Awty:
         self.clock = clock or default_clock(self.env)
         self.tz = tz
         self.on_event = on_event
-        self.settings = config_mod.load(self.home, self.env, overrides)
+        # where each setting came from (awty.toml, AWTY_*, a flag): init keeps a database
+        # URL given elsewhere in awty.toml, crontab refuses one cron would not see
+        self.sources: dict[str, str] = {}
+        self.settings = config_mod.load(self.home, self.env, overrides, sources=self.sources)
+        # one-line warnings for whoever runs this (the CLI prints them on stderr)
+        self.notes: builtins.list[str] = []
         self._store: Store | None = None
         self._read_only = False
         # The one thing the runner and the rest learn about the store: is there a slot tree?
@@ -108,7 +112,7 @@ class Awty:
         without ``--repair``): its store opens an existing database as it is, and a missing
         one raises ``StoreError``. Close it on its own."""
         view = Awty(self.home, self.clock, env=self.env, tz=self.tz)
-        view.settings, view.tree = self.settings, self.tree
+        view.settings, view.tree, view.sources = self.settings, self.tree, self.sources
         view._read_only = True
         return view
 
@@ -129,7 +133,13 @@ class Awty:
     def init(self) -> list[str]:
         """Create home (0700), the database (0600), the slot tree and a commented awty.toml;
         on PostgreSQL, create or migrate the schema instead of the database and tree.
-        Returns what was created."""
+        Returns what was created. A database URL (and schema) given by flag or environment is
+        written into awty.toml, so that the next command and cron's runs find it; one that
+        awty.toml names otherwise is refused (``InvalidInput``) before anything is made."""
+        from . import homeconfig
+
+        keep = self._unkept_database_settings()
+        homeconfig.conflicts(self.home, keep)
         made = []
         if not self.home.exists():
             made.append(str(self.home))
@@ -148,11 +158,45 @@ class Awty:
             made.append(str(self.db_path))
         _ = self.store
         cfg = self.home / config_mod.CONFIG_NAME
-        if write_new(cfg, config_mod.TEMPLATE.encode()):  # never over a file or a planted link
+        done = homeconfig.keep(self.home, keep)  # never over the operator's lines, nor a link
+        if done == "created":
             made.append(str(cfg))
+        if done in ("created", "added", "kept"):
+            self.sources.update({k: str(cfg) for k in keep})
+        elif keep:
+            lines = "; ".join(config_mod.toml_line(k, config_mod.redact(v) if
+                                                   k == "database_url" else v)
+                              for k, v in keep.items())
+            self.notes.append(f"{cfg} is not a file awty rewrites: add {lines} to it, or "
+                              "the next command (and cron) will not find the database")
         if self.tree is not None:
             (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
         return made
+
+    def _unkept_database_settings(self) -> dict[str, Any]:
+        """The database settings awty.toml does not hold yet, when a flag or AWTY_* gave them
+        (a URL kept, its schema with it); {} on SQLite or when the file names them."""
+        if not self.on_postgres or config_mod.from_file(self.sources.get("database_url")) \
+                and config_mod.from_file(self.sources.get("database_schema")):
+            return {}
+        s = self.settings
+        return {"database_url": s.database_url, "database_schema": s.database_schema}
+
+    def unkept_database_url(self) -> str | None:
+        """Where the database URL (or schema) comes from when it is not awty.toml (a flag, an
+        AWTY_* variable), else None: cron's and systemd's runs would not see it."""
+        if not self.on_postgres:
+            return None
+        data: dict[str, Any] | None = None
+        for key in ("database_url", "database_schema"):
+            source = self.sources.get(key)
+            if config_mod.from_file(source):
+                continue
+            data = config_mod.read_toml(self.home) if data is None else data
+            if key not in data or config_mod.file_value(self.home, key, data) != getattr(
+                    self.settings, key):
+                return source  # the file's value, if any, is not the one in use
+        return None
 
     @property
     def where(self) -> str:
@@ -558,7 +602,29 @@ def open_store(a: Awty, *, mode: str = "use") -> Store:
     hosts share it; ``read`` never creates nor migrates anything)."""
     from . import store as store_mod
 
-    return store_mod.open(store_mod.StoreSpec.of(a.settings, a.home), mode=mode)
+    spec = store_mod.StoreSpec.of(a.settings, a.home)
+    if spec.kind == "postgres":
+        _one_store(a)
+    return store_mod.open(spec, mode=mode)
+
+
+def _one_store(a: Awty) -> None:
+    """A PostgreSQL home that still holds jobs in its own awty.db is refused, whatever the
+    command: adding to one store and firing from the other is how a host splits from the
+    cluster. One stat when there is no awty.db (the usual case)."""
+    if not a.db_path.exists():
+        return
+    from .errors import StoreError
+    from .store.sqlite import pending_jobs
+
+    n = pending_jobs(a.db_path)
+    if n:
+        url_from = a.sources.get("database_url") or "the settings"
+        raise StoreError(
+            f"{a.db_path} holds {n} pending job(s) and {url_from} names PostgreSQL: keep one "
+            f"store: for PostgreSQL, move them there (`awty export --database-url '' -o "
+            f"jobs.jsonl`, then `awty import jobs.jsonl`) and delete {a.db_path}; for SQLite, "
+            f"drop database_url ({url_from})")
 
 
 def ensure_home(home: Path) -> None:

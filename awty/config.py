@@ -218,8 +218,20 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             return value
     except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""
-        raise InvalidInput(f"{where}: bad value {value!r}{detail}") from None
+        shown = redact(value) if key == "database_url" and isinstance(value, str) else value
+        raise InvalidInput(f"{where}: bad value {shown!r}{detail}") from None
     raise InvalidInput(f"{where}: unknown setting")
+
+
+_PASSWORD_IN_URL = re.compile(r"(?i)^([a-z][a-z0-9+.-]*://[^/?#@:]*:)[^/?#]*@")
+_PASSWORD_PARAM = re.compile(r"(?i)([?&]password=)[^&#]*")
+
+
+def redact(url: str) -> str:
+    """A database URL fit to print or log: the password (``user:secret@`` or ``password=``)
+    shown as ``***``. libpq reads passwords from PGPASSWORD or ~/.pgpass too, which never
+    appear in a URL."""
+    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***@", url))
 
 
 def read_toml(home: Path) -> dict[str, Any]:
@@ -230,8 +242,9 @@ def read_toml(home: Path) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise InvalidInput(f"{path}: cannot read ({e.strerror})") from None
-    if all(not line.strip() or line.lstrip().startswith(b"#") for line in raw.splitlines()):
-        return {}  # only comments (the file `init` writes): skip tomllib's ~10 ms import
+    simple = _simple_toml(raw)
+    if simple is not None:  # the file `init` writes: skip tomllib's ~10 ms import
+        return simple
     import tomllib
 
     try:
@@ -241,28 +254,76 @@ def read_toml(home: Path) -> dict[str, Any]:
     return data
 
 
+# The lines `init` writes, and most hand-written ones: a key, and a string without escapes, an
+# integer or a boolean; a comment may follow.
+_SIMPLE_LINE = re.compile(rb'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?:"([^"\\\x00-\x1f]*)"|'
+                          rb"(-?(?:0|[1-9][0-9]*))|(true|false))\s*(?:#.*)?")
+
+
+def _simple_toml(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` read without tomllib when every line is blank, a comment or a simple line (see
+    ``_SIMPLE_LINE``); None when it needs the real parser (or holds a key twice, which
+    tomllib refuses)."""
+    out: dict[str, Any] = {}
+    for line in raw.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(b"#"):
+            continue
+        m = _SIMPLE_LINE.fullmatch(line)
+        if m is None:
+            return None
+        key, text, number, flag = m.groups()
+        name = key.decode()
+        if name in out:
+            return None
+        try:
+            out[name] = (text.decode("utf-8") if text is not None else
+                         int(number) if number is not None else flag == b"true")
+        except UnicodeDecodeError:
+            return None
+    return out
+
+
 def load(home: Path, env: Mapping[str, str] | None = None, flags: dict[str, Any] | None = None,
-         *, file_data: dict[str, Any] | None = None) -> Settings:
-    """Merge defaults < awty.toml < AWTY_* environment < flags, validating every value."""
+         *, file_data: dict[str, Any] | None = None,
+         sources: dict[str, str] | None = None) -> Settings:
+    """Merge defaults < awty.toml < AWTY_* environment < flags, validating every value.
+    ``sources``, when given, is filled with where each setting not left at its default came
+    from: the file's path, the variable's name, or the flag (``--database-url``)."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
+    where = {} if sources is None else sources
     data = read_toml(home) if file_data is None else file_data
     source = str(home / CONFIG_NAME)
     for key, value in data.items():
         if key not in KEYS:
             raise InvalidInput(f"{source}: unknown setting {key!r} (known: {', '.join(KEYS)})")
-        values[key] = _coerce(key, value, source)
+        values[key], where[key] = _coerce(key, value, source), source
     for key in KEYS:
         name = f"AWTY_{key.upper()}"
         if name in env and env[name] != "":
-            values[key] = _coerce(key, env[name], name)
+            values[key], where[key] = _coerce(key, env[name], name), name
     for key, value in (flags or {}).items():
         if value is None:
             continue
         if key not in KEYS:
             raise InvalidInput(f"--{key.replace('_', '-')}: unknown setting")
-        values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
+        flag = "--" + key.replace("_", "-")
+        values[key], where[key] = _coerce(key, value, flag), flag
     return Settings(**values)
+
+
+def file_value(home: Path, key: str, data: dict[str, Any]) -> Any:
+    """The value awty.toml's ``data`` (``read_toml``) gives ``key``, checked as ``load``
+    checks it; None when the file does not name it."""
+    if key not in data:
+        return None
+    return getattr(load(home, {}, file_data={key: data[key]}), key)
+
+
+def from_file(source: str | None) -> bool:
+    """Did a setting whose ``sources`` entry is this come from awty.toml (or its default)?"""
+    return source is None or source.endswith(CONFIG_NAME)
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:
@@ -284,16 +345,35 @@ def _toml(key: str, value: Any) -> str:
     if key in _DURATION_KEYS or key == "backoff":
         return f'"{format_duration(value)}"'
     if isinstance(value, str):
-        return f'"{value}"'
+        return toml_string(value)
     return str(value)
 
 
-def _template() -> str:
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (JSON's escapes are TOML's)."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
+
+
+def toml_line(key: str, value: Any) -> str:
+    """``key = value`` as awty.toml holds it (what ``init`` writes for a setting it keeps)."""
+    return f"{key} = {_toml(key, value)}"
+
+
+def template(values: Mapping[str, Any] | None = None) -> str:
+    """The commented awty.toml ``init`` writes: every setting, commented out with its default
+    (or an example), but those in ``values``, written out (``database_url`` given to
+    ``init``)."""
+    values = values or {}
     lines = ["# awty settings. Every key may also be set as AWTY_<KEY> in the environment."]
     for name, default, doc, example in FIELDS:
+        if name in values:
+            lines.append(toml_line(name, values[name]).ljust(40) + f"  # {doc}")
+            continue
         shown = example or _toml(name, default)
         lines.append(f"# {name} = {shown}".ljust(40) + f"  # {doc}")
     return "\n".join(lines) + "\n"
 
 
-TEMPLATE = _template()
+TEMPLATE = template()

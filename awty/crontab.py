@@ -76,11 +76,12 @@ def marker(home: Path) -> str:
 
 
 def entries(home: Path, resolution: int, awty_bin: str | None = None, *,
-            utc_offset_minutes: int | None = None) -> list[str]:
+            utc_offset_minutes: int | None = None, store: str | None = None) -> list[str]:
     """The crontab block for ``home``: comment lines, then run-slot, @reboot and hourly
     catch-up, each appending its output to ``<home>/cron.log``. Standard error is left to cron,
     which mails it (MAILTO) or logs it: awty writes there only what needs a human.
-    ``awty_bin`` is shell text (default: ``default_bin()``)."""
+    ``awty_bin`` is shell text (default: ``default_bin()``); ``store``, a line saying where
+    the jobs are when that is not the home's awty.db (PostgreSQL, and where its URL is kept)."""
     check_resolution(resolution)
     off = local_offset_minutes() if utc_offset_minutes is None else utc_offset_minutes
     home = _absolute(home)
@@ -100,6 +101,7 @@ def entries(home: Path, resolution: int, awty_bin: str | None = None, *,
         f"# slots are UTC boundaries; each resolution divides the hour, so these minutes are "
         f"the same instants in local time{shift}, daylight saving included: no CRON_TZ "
         f"needed {tag}",
+        *([_cron_escape(f"# jobs in {store}") + f" {tag}"] if store else []),
         line(f"{minute_field(resolution, off)} * * * *", "run-slot"),
         line("@reboot", "catchup"),
         line(f"{catchup_minute(resolution, off)} * * * *", "catchup"),
@@ -134,13 +136,13 @@ def merge(current: str, block: list[str], home: Path) -> str:
 
 
 def install(home: Path, resolution: int, awty_bin: str | None = None,
-            run: Run = subprocess.run, *, utc_offset_minutes: int | None = None
-            ) -> tuple[str, bool]:
+            run: Run = subprocess.run, *, utc_offset_minutes: int | None = None,
+            store: str | None = None) -> tuple[str, bool]:
     """Replace this home's block in the user's crontab. Returns (the new crontab text,
     whether it changed); an unchanged crontab is not rewritten."""
     current = read(run)
     new = merge(current, entries(home, resolution, awty_bin,
-                                 utc_offset_minutes=utc_offset_minutes), home)
+                                 utc_offset_minutes=utc_offset_minutes, store=store), home)
     if new == current:
         return new, False
     try:

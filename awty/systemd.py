@@ -32,8 +32,9 @@ def on_calendar(resolution: int, catchup: bool = False) -> str:
     return "*:00 UTC" if resolution == 60 else f"*:0/{resolution} UTC"
 
 
-def render(home: Path, resolution: int, awty_bin: str | None = None) -> dict[str, str]:
-    """Unit file name -> text for ``home``."""
+def render(home: Path, resolution: int, awty_bin: str | None = None, *,
+           store: str | None = None) -> dict[str, str]:
+    """Unit file name -> text for ``home``; ``store`` as for ``crontab.entries``."""
     home = Path(home).expanduser().absolute()
     awty = awty_bin or default_bin()
     out = {}
@@ -51,7 +52,9 @@ def render(home: Path, resolution: int, awty_bin: str | None = None) -> dict[str
                 line = "OnCalendar=" + on_calendar(resolution, catchup="catchup" in name)
             lines.append(line)
         out[name] = (f"# Written by `awty systemd --install` for {home} "
-                     f"({resolution}-minute slots).\n" + "\n".join(lines) + "\n")
+                     f"({resolution}-minute slots).\n"
+                     + (f"# Jobs in {store}.\n" if store else "")
+                     + "\n".join(lines) + "\n")
     return out
 
 

@@ -65,3 +65,124 @@ def test_readme_install_section_names_the_extra():
     readme = (ROOT / "README.md").read_text()
     install = readme[readme.index("## Quick start"):readme.index("## Using it")]
     assert "pip install 'awty[postgres]'" in install
+
+
+# --- 2. the URL is kept ----------------------------------------------------------------------
+@pytest.fixture
+def pg(pg_database):
+    """A PostgreSQL URL (the session database) and a schema name of this test's own, dropped
+    afterwards."""
+    import uuid
+
+    import psycopg
+
+    from conftest import pg_url
+
+    schema = f"onramp_{uuid.uuid4().hex[:8]}"
+    yield pg_url(pg_database.url), schema
+    with psycopg.connect(pg_database.url, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def pending_in(url: str, schema: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        return [r[0] for r in c.execute(f'SELECT target FROM "{schema}".future_job ORDER BY id')]
+
+
+def ok(res: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert res.returncode == 0, (res.args, res.stdout, res.stderr)
+    return res
+
+
+def test_init_keeps_the_url_and_every_command_after_finds_it(tmp_path, pg):
+    url, schema = pg
+    home = tmp_path / "home"
+    out = ok(awty("init", "--home", str(home), "--database-url", url,
+                  env={"AWTY_DATABASE_SCHEMA": schema})).stdout
+    assert f"database_url in {home / 'awty.toml'}" in out
+    kept = tomllib.loads((home / "awty.toml").read_text())
+    assert kept == {"database_url": url, "database_schema": schema}
+    # no flag, no variable from here on: awty.toml alone points at PostgreSQL
+    ok(awty("add", "https://example.com/hook", "--in", "2h", "--home", str(home)))
+    for command in (["list"], ["slots"], ["stats"], ["history"], ["run-slot"], ["catchup"],
+                    ["doctor"], ["export", "-o", str(tmp_path / "e.jsonl")]):
+        res = awty(*command, "--home", str(home))
+        assert "awty.db" not in res.stderr and "Traceback" not in res.stderr, (command, res)
+    assert pending_in(url, schema) == ["https://example.com/hook"]
+    assert not (home / "awty.db").exists() and not (home / "slots").exists()
+
+
+def test_init_adds_the_url_below_the_operators_own_lines(tmp_path, pg):
+    url, schema = pg
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "awty.toml").write_text("# mine\nresolution = 5\n")
+    ok(awty("init", "--home", str(home), "--database-url", url,
+            env={"AWTY_DATABASE_SCHEMA": schema}))
+    text = (home / "awty.toml").read_text()
+    assert text.startswith("# mine\nresolution = 5\n")
+    assert tomllib.loads(text) == {"resolution": 5, "database_url": url,
+                                   "database_schema": schema}
+    again = awty("init", "--home", str(home), "--database-url", url + "_other",
+                 env={"AWTY_DATABASE_SCHEMA": schema})
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+    assert "names database_url" in again.stderr
+    assert (home / "awty.toml").read_text() == text
+
+
+def test_init_leaves_a_linked_awty_toml_alone_and_says_what_to_add(tmp_path, pg):
+    url, schema = pg
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    etc = tmp_path / "etc-awty.toml"
+    etc.write_text("# the operator's, kept elsewhere\n")
+    (home / "awty.toml").symlink_to(etc)
+    res = ok(awty("init", "--home", str(home), "--database-url", url,
+                  env={"AWTY_DATABASE_SCHEMA": schema}))
+    assert etc.read_text() == "# the operator's, kept elsewhere\n"
+    assert (home / "awty.toml").is_symlink()
+    assert "not a file awty rewrites: add database_url = " in res.stderr
+
+
+@pytest.mark.parametrize("scheduler", ["crontab", "systemd"])
+def test_cron_and_systemd_refuse_a_url_they_would_not_see(tmp_path, pg, scheduler):
+    url, schema = pg
+    home = tmp_path / "home"
+    for how in ({"args": ["--database-url", url], "env": {"AWTY_DATABASE_SCHEMA": schema}},
+                {"args": [], "env": {"AWTY_DATABASE_URL": url,
+                                     "AWTY_DATABASE_SCHEMA": schema}}):
+        res = awty(scheduler, "--home", str(home), *how["args"], env=how["env"])
+        assert res.returncode == 2 and res.stdout == "", res
+        assert "which " in res.stderr and "awty init --database-url URL" in res.stderr
+    ok(awty("init", "--home", str(home), "--database-url", url,
+            env={"AWTY_DATABASE_SCHEMA": schema}))
+    shown = ok(awty(scheduler, "--home", str(home))).stdout
+    assert f'{url}, schema "{schema}" (database_url in {home / "awty.toml"})' in shown
+    assert "run-slot --home" in shown
+
+
+def test_a_home_with_jobs_in_both_stores_is_refused(tmp_path, pg):
+    url, schema = pg
+    home = tmp_path / "home"
+    ok(awty("add", "https://example.com/left-in-sqlite", "--in", "2h", "--home", str(home)))
+    for command in (["init"], ["add", "https://example.com/new", "--in", "2h"], ["list"],
+                    ["run-slot"]):
+        res = awty(*command, "--home", str(home), "--database-url", url,
+                   env={"AWTY_DATABASE_SCHEMA": schema})
+        assert res.returncode == 1 and res.stderr.count("\n") == 1, (command, res.stderr)
+        assert f"{home / 'awty.db'} holds 1 pending job(s)" in res.stderr
+        assert "for PostgreSQL" in res.stderr and "for SQLite, drop database_url" in res.stderr
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:  # init made nothing
+        assert c.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()[0] is None
+    # the way the line gives: export from SQLite (an empty URL: this home's awty.db)
+    ok(awty("export", "--home", str(home), "--database-url", "", "-o",
+            str(tmp_path / "jobs.jsonl")))
+    (home / "awty.db").unlink()
+    ok(awty("init", "--home", str(home), "--database-url", url,
+            env={"AWTY_DATABASE_SCHEMA": schema}))
+    ok(awty("import", str(tmp_path / "jobs.jsonl"), "--home", str(home)))
+    assert pending_in(url, schema) == ["https://example.com/left-in-sqlite"]

@@ -35,7 +35,7 @@ def init(home: Home = None) -> None:
         r.out(f"created {path}")
     r.out(f"awty home is {a.home}" + ("" if made else " (already set up)"))
     if a.on_postgres:
-        r.out(f"jobs are in {a.where}")
+        r.out(f"jobs are in {a.where} (database_url in {a.sources.get('database_url')})")
     r.out("next: `awty crontab --install` so that cron runs the slots")
 
 
@@ -139,19 +139,38 @@ def crontab(
     if res != a.settings.resolution:
         r.err(f"awty: note: this home's resolution is {a.settings.resolution}; set "
               f"resolution = {res} in {a.home / 'awty.toml'} too, then `awty doctor --repair`")
+    store = refuse_unkept_database_url(a, "cron")
     _warn_env_unseen_by_cron(a.home)
     if not install:
-        for line in cron.entries(a.home, res, awty_bin):
+        for line in cron.entries(a.home, res, awty_bin, store=store):
             r.out(line)
         return
     from ..api import ensure_home
 
     ensure_home(a.home)  # cron appends to <home>/cron.log
-    _, changed = cron.install(a.home, res, awty_bin)
+    _, changed = cron.install(a.home, res, awty_bin, store=store)
     r.out(("installed" if changed else "already installed (crontab unchanged):")
           + f" run-slot every {res} min, catchup @reboot and hourly, for {a.home}")
     r.out(f"check with `crontab -l`; output goes to {a.home / 'cron.log'}, errors to cron's "
           "mail (set MAILTO, or notify_command in awty.toml)")
+
+
+def refuse_unkept_database_url(a, scheduler: str) -> str | None:
+    """The store the scheduler's runs will use, named for a comment beside its lines (None
+    on SQLite); refused when its URL or schema comes from a flag or the environment only:
+    those runs would not see it, and would fire a SQLite home of their own."""
+    source = a.unkept_database_url()
+    if source is not None:
+        raise InvalidInput(f"the database URL comes from {source}, which {scheduler}'s runs "
+                           f"will not see (they would open {a.db_path} instead): write it "
+                           f"into {a.home / 'awty.toml'} (`awty init --database-url URL` "
+                           "does), then run this again")
+    if not a.on_postgres:
+        return None
+    from ..config import redact
+
+    return (f"{redact(a.settings.database_url)}, schema "
+            f"\"{a.settings.database_schema}\" (database_url in {a.home / 'awty.toml'})")
 
 
 def _warn_env_unseen_by_cron(home) -> None:

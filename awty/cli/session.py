@@ -64,8 +64,11 @@ def close_opened() -> None:
     """Close what the command opened (a PostgreSQL pool has threads to stop); a failure to
     close must not hide the command's own outcome."""
     while _opened:
+        a = _opened.pop()
+        for note in a.notes:
+            r.err(f"awty: warning: {note}")
         try:
-            _opened.pop().close()
+            a.close()
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
 

@@ -68,8 +68,11 @@ def systemd(
     """
     from .. import systemd as units
 
+    from .ops import refuse_unkept_database_url
+
     a = open_awty(home)
-    rendered = units.render(a.home, a.settings.resolution, awty_bin)
+    store = refuse_unkept_database_url(a, "systemd")
+    rendered = units.render(a.home, a.settings.resolution, awty_bin, store=store)
     if not install:
         for name, text in rendered.items():
             r.out(f"# --- {name}")

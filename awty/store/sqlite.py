@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 
 from ..errors import Conflict, JobNotFound, StoreError
 from ..ids import runner_label, shard_of
@@ -67,6 +68,20 @@ def open_db_file(path: Path) -> None:
             os.chmod(path, 0o600)
         except OSError:
             pass
+
+
+def pending_jobs(path: Path) -> int:
+    """How many pending jobs the database at ``path`` holds, read without changing it (a home
+    that moved to PostgreSQL is asked whether it left jobs behind); 0 when it has no jobs
+    table or cannot be read."""
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5.0)
+        try:
+            return int(conn.execute("SELECT count(*) FROM future_job").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
 
 
 def _ids_json(ids: Iterable[str]) -> str:
