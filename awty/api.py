@@ -101,11 +101,38 @@ class Awty:
         """The store, opened (and home created) on first use."""
         if self._store is None:
             if self._read_only:
-                self._store = open_store(self, mode="read")
+                self._opened(open_store(self, mode="read"))
             else:
                 ensure_home(self.home)
-                self._store = open_store(self)
+                self._opened(open_store(self))
+        assert self._store is not None
         return self._store
+
+    def _opened(self, store: Store) -> None:
+        """Use ``store``; on PostgreSQL its cluster settings take the place of this host's
+        (a local value that differs is a note: one line for whoever runs this)."""
+        self._store = store
+        stored = store.meta().get("settings") if self.on_postgres else None
+        if not stored:
+            return
+        values = config_mod.read_cluster(stored)
+        differ = [k for k, v in values.items()
+                  if k in self.sources and getattr(self.settings, k) != v]
+        if differ:
+            mine = ", ".join(f"{k} = {config_mod.shown(k, getattr(self.settings, k))} "
+                             f"({self.sources[k]})" for k in differ)
+            theirs = ", ".join(config_mod.shown(k, values[k]) for k in differ)
+            self.notes.append(f"{mine}: the cluster's {'is' if len(differ) == 1 else 'are'} "
+                              f"{theirs}, used here (`awty config --cluster` shows and "
+                              "changes them)")
+        self.settings = self.settings.replace(**values)
+
+    def load_cluster(self) -> None:
+        """On PostgreSQL, open the store now, so that ``settings`` holds the cluster's shared
+        settings (``config.CLUSTER_KEYS``: resolution, retry schedule, guard defaults,
+        max_delay), which every host reads from the database; nothing to do on SQLite."""
+        if self.on_postgres:
+            _ = self.store
 
     def read_only(self) -> Awty:
         """A view of this home that never creates, migrates or chmods anything (``doctor``
@@ -148,12 +175,15 @@ class Awty:
             from .errors import StoreError
 
             try:
-                self._store = open_store(self)
+                store = open_store(self)
             except StoreError as e:
                 if "awty init" not in str(e):  # unreachable, refused: not init's to mend
                     raise
-                self._store = open_store(self, mode="init")
+                store = self._store = open_store(self, mode="init")
                 made.append(self.where)
+            if "settings" not in store.meta():  # the first init: this host's are the cluster's
+                store.set_cluster(config_mod.cluster_values(self.settings), now=self.clock.now())
+            self._opened(store)
         elif not self.db_path.exists():
             made.append(str(self.db_path))
         _ = self.store
@@ -197,6 +227,38 @@ class Awty:
                     self.settings, key):
                 return source  # the file's value, if any, is not the one in use
         return None
+
+    def cluster(self) -> dict[str, Any]:
+        """The settings every host of this PostgreSQL home's cluster reads from the database
+        (``config.CLUSTER_KEYS``), as settings; {} on SQLite (awty.toml decides there) or
+        before `awty init` wrote them."""
+        if not self.on_postgres:
+            return {}
+        return config_mod.read_cluster(self.store.meta().get("settings") or {})
+
+    def set_cluster(self, changes: dict[str, Any]) -> int:
+        """Change cluster settings (values as awty.toml takes them: ``{"resolution": 5,
+        "backoff": "10s,1m"}``) for every host. A new resolution moves every pending job off
+        its boundaries to the next one, in the same transaction; returns how many moved.
+        ``InvalidInput`` (nothing changed) on SQLite, for another key or a bad value."""
+        if not self.on_postgres:
+            raise InvalidInput("--cluster: this home is on SQLite, a cluster of one: its "
+                               f"settings are {self.home / config_mod.CONFIG_NAME}'s")
+        unknown = sorted(set(changes) - set(config_mod.CLUSTER_KEYS))
+        if unknown:
+            raise InvalidInput(f"--cluster: {', '.join(unknown)} is not a cluster setting "
+                               f"(those are {', '.join(config_mod.CLUSTER_KEYS)}); set it in "
+                               f"{self.home / config_mod.CONFIG_NAME} on each host")
+        if not changes:
+            raise InvalidInput("--cluster: give KEY=VALUE to change")
+        values = config_mod.read_cluster(changes, "--cluster")
+        self.load_cluster()
+        new = self.settings.replace(**values)
+        moved = self.store.set_cluster(
+            config_mod.cluster_values(new), now=self.clock.now(),
+            reslot=new.resolution if new.resolution != self.settings.resolution else None)
+        self.settings = new
+        return moved
 
     @property
     def where(self) -> str:
@@ -244,6 +306,7 @@ class Awty:
         and moves them in once the rows are committed."""
         from . import jobspec
 
+        self.load_cluster()  # max_delay, the guards' defaults, the resolution: the cluster's
         now = self.clock.now()
         cwd = cwd or os.getcwd()
         jobs, fps = [], []
@@ -335,6 +398,7 @@ class Awty:
                    in_: Duration | None = None) -> Job:
         """Move a pending job to ``at`` or ``in_`` from now (as ``add`` reads them); raises
         ``JobNotFound`` for a job that is not pending."""
+        self.load_cluster()
         now = self.clock.now()
         from .jobspec import due_time
 
@@ -354,6 +418,7 @@ class Awty:
 
     def retry(self, ids: str | Iterable[str]) -> list[Job]:
         """Re-arm ended jobs (the dead letter) into the next slot with fresh attempts."""
+        self.load_cluster()
         now = self.clock.now()
         out = []
         for job_id in [self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)]:
@@ -429,6 +494,7 @@ class Awty:
         ``awty stats`` shows), with the first ``next_slots`` slots holding work."""
         if window <= timedelta(0):
             raise InvalidInput("window must be more than zero")
+        self.load_cluster()
         now = self.clock.now()
         return self.store.stats(now=now, since=now - window,
                                 current=current_slot(now, self.settings.resolution),
@@ -454,6 +520,7 @@ class Awty:
         """A ``Runner`` for this home (what ``run_slot`` and ``catchup`` use)."""
         from .runner import Runner
 
+        self.load_cluster()
         return Runner(store=self.store, tree=self.tree, settings=self.settings, clock=self.clock,
                       secret=self._load_secret, log=self.logger, on_event=self.on_event)
 
@@ -464,6 +531,7 @@ class Awty:
 
     def current_slot(self) -> datetime:
         """The slot ``now`` falls in."""
+        self.load_cluster()
         return current_slot(self.clock.now(), self.settings.resolution)
 
     def run_slot(self, slot: datetime | None = None, *, shard: tuple[int, int] | None = None,

@@ -70,6 +70,10 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
      "and catch-ups), on, off", '"auto"'),
 )
 KEYS = tuple(f[0] for f in FIELDS)
+# The settings every host of a cluster must agree on (a job added on one host is slotted,
+# retried and ended by the runners of others): on PostgreSQL they live in the database,
+# written by `awty init`, changed by `awty config --cluster`, read by every host.
+CLUSTER_KEYS = ("resolution", "backoff", "max_checks", "horizon", "max_attempts", "max_delay")
 DEFAULTS: dict[str, Any] = {f[0]: f[1] for f in FIELDS}
 
 
@@ -256,32 +260,40 @@ def read_toml(home: Path) -> dict[str, Any]:
 
 # The lines `init` writes, and most hand-written ones: a key, and a string without escapes, an
 # integer or a boolean; a comment may follow.
-_SIMPLE_LINE = re.compile(rb'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?:"([^"\\\x00-\x1f]*)"|'
-                          rb"(-?(?:0|[1-9][0-9]*))|(true|false))\s*(?:#.*)?")
+_SIMPLE_LINE = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*(?:"([^"\\\x00-\x1f\x7f]*)"|'
+                          r"(-?(?:0|[1-9][0-9]*))|(true|false))[ \t]*"
+                          r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
 
 
 def _simple_toml(raw: bytes) -> dict[str, Any] | None:
     """``raw`` read without tomllib when every line is blank, a comment or a simple line (see
-    ``_SIMPLE_LINE``); None when it needs the real parser (or holds a key twice, which
-    tomllib refuses)."""
+    ``_SIMPLE_LINE``); None when it needs the real parser (which also says what is wrong:
+    bytes that are not UTF-8, a key given twice…)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\r" in text.replace("\r\n", ""):
+        return None  # a lone carriage return
     out: dict[str, Any] = {}
-    for line in raw.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith(b"#"):
+    for line in text.replace("\r\n", "\n").split("\n"):
+        stripped = line.strip(" \t")
+        if not stripped:
             continue
-        m = _SIMPLE_LINE.fullmatch(line)
+        m = None if stripped.startswith("#") else _SIMPLE_LINE.fullmatch(line)
         if m is None:
+            if stripped.startswith("#") and _COMMENT.fullmatch(stripped):
+                continue
             return None
-        key, text, number, flag = m.groups()
-        name = key.decode()
-        if name in out:
+        key, string, number, flag = m.groups()
+        if key in out:
             return None
-        try:
-            out[name] = (text.decode("utf-8") if text is not None else
-                         int(number) if number is not None else flag == b"true")
-        except UnicodeDecodeError:
-            return None
+        out[key] = (string if string is not None else
+                    int(number) if number is not None else flag == "true")
     return out
+
+
+_COMMENT = re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")
 
 
 def load(home: Path, env: Mapping[str, str] | None = None, flags: dict[str, Any] | None = None,
@@ -319,6 +331,29 @@ def file_value(home: Path, key: str, data: dict[str, Any]) -> Any:
     if key not in data:
         return None
     return getattr(load(home, {}, file_data={key: data[key]}), key)
+
+
+def cluster_values(settings: Settings) -> dict[str, Any]:
+    """``settings``' cluster settings as a store keeps them (JSON: numbers, seconds)."""
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in ((k, getattr(settings, k)) for k in CLUSTER_KEYS)}
+
+
+def read_cluster(stored: Mapping[str, Any], source: str = "the cluster's settings"
+                 ) -> dict[str, Any]:
+    """Cluster settings a store keeps, checked as awty.toml's are; keys this awty does not
+    share across hosts (a newer one's) are left out."""
+    return {k: _coerce(k, stored[k], source) for k in CLUSTER_KEYS if k in stored}
+
+
+def shown(key: str, value: Any) -> str:
+    """A setting's value as a person writes it (``15``, ``7d``, ``10s, 30s, 2m``), a
+    database URL's password hidden."""
+    if value is None:
+        return "-"
+    if key == "database_url":
+        return redact(value)
+    return _toml(key, value).replace('"', "").strip("[]")
 
 
 def from_file(source: str | None) -> bool:

@@ -4,7 +4,10 @@ value validated with a message naming where it came from."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from awty import config
 from awty.config import CONFIG_NAME, Settings, load
 from awty.errors import InvalidInput
 from awty.model import MisfirePolicy
@@ -73,3 +76,21 @@ def test_the_template_is_every_setting_and_each_line_parses():
         got = config._coerce(name, values[name], "template")
         if example is None:
             assert got == default, name
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([
+    b"resolution = 15", b'database_url = "postgresql://a:b@h/db"', b"x = true", b"x = -0",
+    b"y = 007", b'y = "q\\"q"', b"# c", b"# \xff", b"\t", b"", b"a=1 # \x01", b"a = 1\r",
+    b"\x0cb = 2", b'z = "\x7f"', b"z = [1]", b"z = 1_0", b'a = "#"   # x', b"a = +1",
+]), max_size=6))
+def test_simple_settings_read_as_tomllib_reads_them(lines):
+    """The reader that spares `add` tomllib's import gives what tomllib gives, or leaves the
+    text to it."""
+    import tomllib
+
+    raw = b"\n".join(lines)
+    got = config._simple_toml(raw)
+    if got is None:
+        return
+    assert got == tomllib.loads(raw.decode("utf-8"))

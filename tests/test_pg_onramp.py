@@ -186,3 +186,74 @@ def test_a_home_with_jobs_in_both_stores_is_refused(tmp_path, pg):
             env={"AWTY_DATABASE_SCHEMA": schema}))
     ok(awty("import", str(tmp_path / "jobs.jsonl"), "--home", str(home)))
     assert pending_in(url, schema) == ["https://example.com/left-in-sqlite"]
+
+
+# --- 3. cluster settings live in the cluster -------------------------------------------------
+NOW = "2026-11-22T10:07:12Z"
+
+
+def two_hosts(tmp_path: Path, url: str, schema: str, b_toml: str = "") -> tuple[Path, Path]:
+    """Two homes ("hosts") on one PostgreSQL schema: A ran `awty init` first; B has its own
+    awty.toml lines (``b_toml``) and ran init after."""
+    a, b = tmp_path / "host-a", tmp_path / "host-b"
+    env = {"AWTY_DATABASE_SCHEMA": schema}
+    ok(awty("init", "--home", str(a), "--database-url", url, env=env))
+    b.mkdir(mode=0o700)
+    (b / "awty.toml").write_text(b_toml)
+    ok(awty("init", "--home", str(b), "--database-url", url, env=env))
+    return a, b
+
+
+def added_slot(home: Path, *args: str) -> tuple[str, str]:
+    import json
+
+    res = ok(awty("add", "https://example.com/hook", *args, "--json", "--home", str(home),
+                  env={"AWTY_NOW": NOW}))
+    return json.loads(res.stdout)["slot"], res.stderr
+
+
+def test_every_host_slots_by_the_clusters_resolution_and_says_when_its_own_differs(
+        tmp_path, pg):
+    url, schema = pg
+    a, b = two_hosts(tmp_path, url, schema, b_toml="resolution = 5\n")
+    assert added_slot(a, "--in", "1m") == ("202611221015", "")
+    slot, warning = added_slot(b, "--in", "1m")
+    assert slot == "202611221015"  # the cluster's 15 minutes, not B's 5 (10:10)
+    assert warning == (f"awty: warning: resolution = 5 ({b / 'awty.toml'}): the cluster's is "
+                       "15, used here (`awty config --cluster` shows and changes them)\n")
+    res = awty("add", "https://example.com/hook", "--in", "2h", "--home", str(b),
+               env={"AWTY_NOW": NOW, "AWTY_RESOLUTION": "10", "AWTY_MAX_DELAY": "1d"})
+    assert res.returncode == 0 and res.stderr.count("\n") == 1
+    assert "resolution = 10 (AWTY_RESOLUTION), max_delay = 1d (AWTY_MAX_DELAY)" in res.stderr
+
+
+def test_config_cluster_changes_every_hosts_settings_and_moves_pending_jobs(tmp_path, pg):
+    import json
+
+    url, schema = pg
+    a, b = two_hosts(tmp_path, url, schema)
+    first, _ = added_slot(a, "--in", "1m")  # 10:15
+    second, _ = added_slot(a, "--in", "30m")  # 10:45
+    assert (first, second) == ("202611221015", "202611221045")
+    res = ok(awty("config", "--cluster", "resolution=20", "max_delay=2h", "--home", str(b),
+                  env={"AWTY_NOW": NOW}))
+    assert "resolution 15 -> 20, max_delay 365d -> 2h" in res.stdout
+    assert "moved 2 pending job(s) to 20-minute slots" in res.stdout
+    listed = json.loads(ok(awty("list", "--json", "--home", str(a))).stdout)
+    assert sorted(j["slot"] for j in listed) == ["202611221020", "202611221100"]
+    assert added_slot(a, "--in", "1m")[0] == "202611221020"  # A reads the new resolution
+    far = awty("add", "https://example.com/hook", "--in", "3h", "--home", str(a),
+               env={"AWTY_NOW": NOW})
+    assert far.returncode == 2 and "max_delay" in far.stderr
+    shown = json.loads(ok(awty("config", "--cluster", "--json", "--home", str(a))).stdout)
+    assert shown["resolution"] == {"value": 20, "from": "cluster"}
+
+
+def test_config_cluster_refuses_what_is_not_a_cluster_setting(tmp_path, pg):
+    url, schema = pg
+    a, _ = two_hosts(tmp_path, url, schema)
+    for bad in (["concurrency=5"], ["resolution=7"], ["resolution"]):
+        res = awty("config", "--cluster", *bad, "--home", str(a))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, (bad, res.stderr)
+    sqlite = awty("config", "--cluster", "resolution=5", "--home", str(tmp_path / "solo"))
+    assert sqlite.returncode == 2 and "SQLite" in sqlite.stderr

@@ -5,7 +5,7 @@
   codes (no Typer: the quick paths ``quickadd`` and ``quickrun`` share it)
 - ``jobs``: add, cancel, reschedule, list, show, history, retry
 - ``runs``: slots, run, run-slot, catchup
-- ``ops``: init, doctor, crontab, stats, prune, export, import, version
+- ``ops``: init, config, doctor, crontab, stats, prune, export, import, version
 - ``secret``: secret new, verify
 - ``setup``: completion, systemd
 - ``argv``: global options before the command, ``--version``, ``help CMD`` (plain list work)
@@ -34,7 +34,7 @@ COMMANDS = {
     "history": "jobs",
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
     "stats": "ops", "prune": "ops", "export": "ops", "import": "ops", "systemd": "setup",
-    "completion": "setup",
+    "completion": "setup", "config": "ops",
 }
 
 HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callbacks; "

@@ -45,6 +45,112 @@ def version() -> None:
     r.out(f"awty {__version__}")
 
 
+# --- config --------------------------------------------------------------------------------
+@commands.command(name="config")
+@reports_errors
+def config_(
+    changes: Annotated[Optional[list[str]], typer.Argument(
+        help="KEY=VALUE: a cluster setting to change (with --cluster).",
+        show_default=False)] = None,
+    cluster: Annotated[bool, typer.Option("--cluster", help="The settings every host of a "
+                                          "PostgreSQL home reads from the database (resolution, "
+                                          "backoff, max_checks, horizon, max_attempts, "
+                                          "max_delay); KEY=VALUE changes them.")] = False,
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Show this home's settings and where each comes from (awty.toml, AWTY_*, a flag, the
+    cluster); --cluster shows the ones a PostgreSQL home's hosts share, and changes them.
+
+    A new resolution moves every pending job to its new slot in one transaction; then run
+    `crontab --install` (or `systemd --install`) again on every runner host.
+
+    Examples:
+
+      awty config
+
+      awty config --cluster --json
+
+    To change one, on a PostgreSQL home: --cluster resolution=5 backoff=10s,1m,10m
+    """
+    from .. import config as cfg
+
+    a = open_awty(home)
+    if changes and not cluster:
+        raise InvalidInput(f"to change a setting of this host, edit {a.home / 'awty.toml'} "
+                           "(or set AWTY_<KEY>); --cluster KEY=VALUE changes the cluster's")
+    if changes:
+        _change_cluster(a, changes, as_json)
+        return
+    a.load_cluster()
+    shared = a.cluster()
+    if cluster and not a.on_postgres:
+        r.err(f"awty: this home is on SQLite, a cluster of one: its settings are "
+              f"{a.home / 'awty.toml'}'s (`awty config`)")
+    keys = cfg.CLUSTER_KEYS if cluster else cfg.KEYS
+    rows = {k: {"value": _plain(getattr(a.settings, k), k),
+                "from": "cluster" if k in shared else a.sources.get(k, "default")}
+            for k in keys}
+    if cluster:
+        for k in keys:
+            if k in a.sources and k in shared:
+                rows[k]["this_host"] = {"value": _plain(_local(a, k), k),
+                                        "from": a.sources[k]}
+    if as_json:
+        r.emit_json(rows)
+        return
+    head: list = ["setting", "cluster" if cluster else "value", "this host" if cluster else "from"]
+    r.table(None, head, ([k, cfg.shown(k, getattr(a.settings, k)),
+                          _this_host(a, k) if cluster else rows[k]["from"]] for k in keys))
+
+
+def _local(a, key: str):
+    from .. import config as cfg
+
+    return getattr(cfg.load(a.home, a.env, {}), key)
+
+
+def _this_host(a, key: str) -> str:
+    from .. import config as cfg
+
+    if key not in a.sources:
+        return ""
+    return f"{cfg.shown(key, _local(a, key))} ({a.sources[key]})"
+
+
+def _plain(value, key: str = ""):
+    from ..config import redact
+
+    if key == "database_url" and value:
+        return redact(value)
+    return list(value) if isinstance(value, tuple) else \
+        value.value if hasattr(value, "value") else value
+
+
+def _change_cluster(a, changes: list[str], as_json: bool) -> None:
+    from .. import config as cfg
+
+    pairs = {}
+    for c in changes:
+        key, eq, value = c.partition("=")
+        if not eq or not key.strip():
+            raise InvalidInput(f"{c!r}: write KEY=VALUE (e.g. resolution=5)")
+        pairs[key.strip()] = value.strip()
+    a.load_cluster()
+    before = {k: getattr(a.settings, k) for k in pairs if k in cfg.CLUSTER_KEYS}
+    moved = a.set_cluster(pairs)
+    after = {k: getattr(a.settings, k) for k in before}
+    if as_json:
+        r.emit_json({"changed": {k: _plain(v) for k, v in after.items()}, "moved": moved})
+        return
+    r.out("cluster settings: " + ", ".join(
+        f"{k} {cfg.shown(k, before[k])} -> {cfg.shown(k, after[k])}" for k in before))
+    if before.get("resolution", a.settings.resolution) != a.settings.resolution:
+        r.out(f"moved {moved} pending job(s) to {a.settings.resolution}-minute slots")
+        r.out("next: `awty crontab --install` (or `awty systemd --install`) again on every "
+              "runner host: their lines follow the resolution")
+
+
 # --- doctor --------------------------------------------------------------------------------
 @commands.command()
 @reports_errors

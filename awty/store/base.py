@@ -97,6 +97,24 @@ class Store(Protocol):
         """How another process opens this same store (``store.open``): a picklable
         description, no connection in it. The runner's store process uses it."""
 
+    # -- what the store keeps about itself -------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        """The store's own notes, read when it opened (cheap: no query): ``"settings"``, the
+        settings every host of a cluster reads (``set_cluster``: setting -> value, as
+        ``config.CLUSTER_KEYS``); ``"moved"``, where this home moved to (``mark_moved``).
+        A key never written is absent."""
+
+    def set_cluster(self, values: dict[str, Any], *, now: datetime,
+                    reslot: int | None = None) -> int:
+        """Keep ``values`` as the ``"settings"`` meta. With ``reslot`` (a new resolution),
+        every pending job off a ``reslot``-minute boundary moves to ``slots.slot_for`` of its
+        slot, in the same transaction (jobs in flight are left to their runner); returns how
+        many moved."""
+
+    def mark_moved(self, to: str, *, now: datetime) -> None:
+        """Note that this home moved to ``to`` (``"moved"``: ``{"to": to, "at": iso}``);
+        the facade then refuses adds and runs here."""
+
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
         """Insert all jobs or none. A job whose idempotency_key is already known (pending or in

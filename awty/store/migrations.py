@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _m001_initial(db) -> None:
@@ -131,8 +131,15 @@ def _m006_started_marks(db) -> None:
                "at TEXT NOT NULL) WITHOUT ROWID")
 
 
+def _m007_meta(db) -> None:
+    # What the store keeps about itself (``Store.meta``): a home's move (``export --move``),
+    # the settings a cluster shares (used on PostgreSQL; the table is the same in both stores).
+    db.execute("CREATE TABLE awty_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) "
+               "WITHOUT ROWID")
+
+
 MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index,
-              _m005_slot_entity_index, _m006_started_marks]
+              _m005_slot_entity_index, _m006_started_marks, _m007_meta]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -99,6 +99,14 @@ CREATE TABLE {s}.job_execution (
 CREATE INDEX job_execution_job ON {s}.job_execution (job_id);
 CREATE INDEX job_execution_at ON {s}.job_execution (at);
 """,
+    # What the store keeps about itself (``Store.meta``): the settings every host of the
+    # cluster reads (written by `awty init`, changed by `awty config --cluster`), a move.
+    2: """
+CREATE TABLE {s}.meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+""",
 }
 
 LATEST = max(MIGRATIONS)

@@ -181,6 +181,18 @@ TEXTS = {
         a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = %s
       AND l.objid::bigint = %s ORDER BY a.pid""",
+    # what opening a store reads: the schema's version and the store's meta, one round trip
+    "opening": "SELECT (SELECT max(version) FROM {s}.schema_version), "
+               "(SELECT json_object_agg(key, value::json) FROM {s}.meta)",
+    "set_meta": "INSERT INTO {s}.meta (key, value) VALUES (%s, %s::text) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    # a resolution change: slots.slot_for (the next boundary at or after) of every pending
+    # job off the new boundaries, on the epoch seconds the slots are
+    "reslot_pending": """UPDATE {s}.future_job SET updated_at = %(now)s,
+        next_check_at = to_timestamp(ceil(extract(epoch FROM next_check_at) / %(secs)s)
+                                     * %(secs)s)
+    WHERE status = 'pending'
+      AND mod(extract(epoch FROM next_check_at)::numeric, %(secs)s) <> 0""",
     "server": "SELECT current_setting('server_version'), current_database(), "
               "coalesce(inet_server_addr()::text, current_setting('unix_socket_directories'))",
 }

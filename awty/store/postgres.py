@@ -22,10 +22,11 @@ from datetime import datetime, timedelta
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..config import SCHEMA_NAME
-from ..slots import parse_slot_id
+from ..slots import iso, parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError
 from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
@@ -91,8 +92,7 @@ class PostgresStore:
             with self._connect(autocommit=True) as conn:
                 if create:
                     pg_migrations.migrate(conn, schema)
-                else:
-                    self._check_version(conn)
+                self._meta = self._opening(conn)
         except psycopg.Error as e:
             raise self._error(e, "cannot open the store") from None
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs=self._kwargs,
@@ -101,6 +101,18 @@ class PostgresStore:
 
     def _connect(self, autocommit: bool = False) -> psycopg.Connection:
         return psycopg.connect(self.url, autocommit=autocommit, **self._kwargs)
+
+    def _opening(self, conn) -> dict:
+        """The schema's version and the store's meta, in one round trip (what every command
+        pays before its own work); a schema too old or missing gets ``_check_version``'s
+        message."""
+        try:
+            version, meta = conn.execute(self.sql.opening).fetchone()
+        except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+            version = None
+        if version != pg_migrations.LATEST:
+            self._check_version(conn)
+        return meta or {}
 
     def _check_version(self, conn) -> int:
         with conn.cursor() as cur:
@@ -178,6 +190,26 @@ class PostgresStore:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+    # -- what the store keeps about itself -------------------------------------------------
+    def meta(self) -> dict:
+        return dict(self._meta)
+
+    def set_cluster(self, values: dict, *, now: datetime, reslot: int | None = None) -> int:
+        moved = 0
+        with self._tx("cannot change the cluster's settings") as cur:
+            cur.execute(self.sql.set_meta, ("settings", Jsonb(values)))
+            if reslot is not None:
+                moved = cur.execute(self.sql.reslot_pending, {
+                    "secs": reslot * 60, "now": sec(now)}).rowcount
+        self._meta["settings"] = values
+        return moved
+
+    def mark_moved(self, to: str, *, now: datetime) -> None:
+        value = {"to": to, "at": iso(sec(now))}
+        with self._tx("cannot mark the home moved") as cur:
+            cur.execute(self.sql.set_meta, ("moved", Jsonb(value)))
+        self._meta["moved"] = value
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:

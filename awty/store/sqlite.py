@@ -24,7 +24,7 @@ from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Outcome, Reslot,
     Status, StoreHealth, StoreStats,
 )
-from ..slots import from_iso, iso
+from ..slots import from_iso, is_boundary, iso, slot_for
 from . import migrations, sqlite_portable, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
 from .spec import StoreSpec
@@ -119,8 +119,16 @@ class SQLiteStore:
             self.conn.create_function("awty_shard", 2, shard_of, deterministic=True)
             if migrate:
                 self._migrate()
+            self._meta = self._read_meta()
         except sqlite3.DatabaseError as e:
             raise translate(e, f"cannot open {self.path}") from None
+
+    def _read_meta(self) -> dict[str, Any]:
+        try:
+            rows = self.conn.execute("SELECT key, value FROM awty_meta").fetchall()
+        except sqlite3.OperationalError:  # a schema before 7, opened as it is (doctor)
+            return {}
+        return {k: json.loads(v) for k, v in rows}
 
     def _migrate(self) -> None:
         version = self.schema_version()
@@ -173,6 +181,37 @@ class SQLiteStore:
         cur = self.conn.cursor()
         cur.row_factory = sqlite3.Row
         return cur.execute(sql, params).fetchall()
+
+    # -- what the store keeps about itself -------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        return dict(self._meta)
+
+    def _set_meta(self, c, key: str, value: Any) -> None:
+        c.execute("INSERT INTO awty_meta (key, value) VALUES (?, ?) "
+                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                  (key, json.dumps(value)))
+
+    def set_cluster(self, values: dict[str, Any], *, now: datetime,
+                    reslot: int | None = None) -> int:
+        with self._write() as c:
+            self._set_meta(c, "settings", values)
+            moved = []
+            if reslot is not None:
+                for job_id, at in c.execute(
+                        "SELECT id, next_check_at FROM future_job WHERE status = 'pending'"):
+                    slot = from_iso(at)
+                    if not is_boundary(slot, reslot):
+                        moved.append((iso(slot_for(slot, reslot)), iso(now), job_id))
+                c.executemany("UPDATE future_job SET next_check_at = ?, updated_at = ? "
+                              "WHERE id = ?", moved)
+        self._meta["settings"] = values
+        return len(moved)
+
+    def mark_moved(self, to: str, *, now: datetime) -> None:
+        value = {"to": to, "at": iso(now)}
+        with self._write() as c:
+            self._set_meta(c, "moved", value)
+        self._meta["moved"] = value
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:

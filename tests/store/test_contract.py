@@ -19,6 +19,7 @@ from awty.ids import shard_of
 from awty.model import (
     Added, Answer, End, Execution, Job, Kind, Outcome, Reslot, Result, Status, new_id,
 )
+from awty.slots import iso
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -758,3 +759,34 @@ def test_a_retry_keeps_the_results_error_as_last_error(store):
                  owner=A, now=NOW)
     assert store.get(a.id).last_error == "timeout after 1.0s"
     assert store.get(b.id).last_error == "http 503"
+
+
+def test_meta_keeps_the_cluster_settings_and_a_move(store, case):
+    assert store.meta() == {}
+    settings = {"resolution": 15, "backoff": [10.0, 30.0], "max_delay": 86400.0}
+    assert store.set_cluster(settings, now=NOW) == 0
+    store.mark_moved("postgresql://db.internal/awty", now=NOW)
+    expected = {"settings": settings,
+                "moved": {"to": "postgresql://db.internal/awty", "at": iso(NOW)}}
+    assert store.meta() == expected
+    other = case.open()  # another process's view, read when it opens
+    try:
+        assert other.meta() == expected
+    finally:
+        other.close()
+
+
+def test_set_cluster_moves_pending_jobs_off_the_new_boundaries_at_once(store):
+    on = mk(T0)  # 10:00: a 15- and a 20-minute boundary
+    off = mk(T0 + timedelta(minutes=45))  # 10:45: not on 20 -> 11:00
+    late = mk(T0 + timedelta(minutes=50))  # 10:50 -> 11:00
+    claimed = mk(T0 + timedelta(minutes=5))  # in flight: left to its runner
+    add(store, on, off, late, claimed)
+    claim(store, claimed.next_check_at)
+    moved = store.set_cluster({"resolution": 20}, now=NOW, reslot=20)
+    assert moved == 2
+    slots = {j.id: j.next_check_at for j in store.list()}
+    assert slots == {on.id: T0, off.id: T0 + timedelta(hours=1),
+                     late.id: T0 + timedelta(hours=1),
+                     claimed.id: T0 + timedelta(minutes=5)}
+    assert store.meta()["settings"] == {"resolution": 20}
