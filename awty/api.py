@@ -228,6 +228,19 @@ class Awty:
                 return source  # the file's value, if any, is not the one in use
         return None
 
+    def moved(self) -> dict[str, str] | None:
+        """Where this home moved (``export --move``): ``{"to": …, "at": …}``, else None."""
+        return self.store.meta().get("moved")
+
+    def _not_moved(self) -> None:
+        """A moved home adds and runs nothing: its jobs live on in the store it moved to."""
+        moved = self.moved()
+        if moved:
+            from .errors import Conflict
+
+            raise Conflict(f"this home moved to {moved['to']} on {moved['at']}: use that "
+                           "store")
+
     def cluster(self) -> dict[str, Any]:
         """The settings every host of this PostgreSQL home's cluster reads from the database
         (``config.CLUSTER_KEYS``), as settings; {} on SQLite (awty.toml decides there) or
@@ -307,6 +320,8 @@ class Awty:
         from . import jobspec
 
         self.load_cluster()  # max_delay, the guards' defaults, the resolution: the cluster's
+        if not dry_run:
+            self._not_moved()
         now = self.clock.now()
         cwd = cwd or os.getcwd()
         jobs, fps = [], []
@@ -399,6 +414,7 @@ class Awty:
         """Move a pending job to ``at`` or ``in_`` from now (as ``add`` reads them); raises
         ``JobNotFound`` for a job that is not pending."""
         self.load_cluster()
+        self._not_moved()
         now = self.clock.now()
         from .jobspec import due_time
 
@@ -419,6 +435,7 @@ class Awty:
     def retry(self, ids: str | Iterable[str]) -> list[Job]:
         """Re-arm ended jobs (the dead letter) into the next slot with fresh attempts."""
         self.load_cluster()
+        self._not_moved()
         now = self.clock.now()
         out = []
         for job_id in [self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)]:
@@ -501,12 +518,22 @@ class Awty:
                                 next_slots=next_slots)
 
     # -- moving a home ----------------------------------------------------------------------
-    def export(self, out: IO[str]) -> Moved:
+    def export(self, out: IO[str], *, move_to: str | None = None) -> Moved:
         """Write pending jobs and history as JSON lines to ``out`` (``transfer``); returns the
-        counts written."""
+        counts written. ``move_to`` (where the home goes: a URL, a path) first marks this home
+        as moved there, so that no add or run here comes after the export (a database URL's
+        password is not kept)."""
         from .transfer import export
 
+        if move_to is not None:
+            self._mark_moved(move_to)
         return export(self.store, out)
+
+    def _mark_moved(self, to: str) -> None:
+        to = config_mod.redact(to.strip())
+        if not to:
+            raise InvalidInput("--move: say where the home goes (a database URL or a path)")
+        self.store.mark_moved(to, now=self.clock.now())
 
     def import_export(self, lines: Iterable[str]) -> Moved:
         """Load what ``export`` wrote (from either store) into this home's empty store;
@@ -521,6 +548,7 @@ class Awty:
         from .runner import Runner
 
         self.load_cluster()
+        self._not_moved()
         return Runner(store=self.store, tree=self.tree, settings=self.settings, clock=self.clock,
                       secret=self._load_secret, log=self.logger, on_event=self.on_event)
 
@@ -679,20 +707,21 @@ def open_store(a: Awty, *, mode: str = "use") -> Store:
 def _one_store(a: Awty) -> None:
     """A PostgreSQL home that still holds jobs in its own awty.db is refused, whatever the
     command: adding to one store and firing from the other is how a host splits from the
-    cluster. One stat when there is no awty.db (the usual case)."""
+    cluster. One stat when there is no awty.db (the usual case); a database that was moved
+    (``export --move``) holds leftovers, not jobs."""
     if not a.db_path.exists():
         return
     from .errors import StoreError
-    from .store.sqlite import pending_jobs
+    from .store.sqlite import left_behind
 
-    n = pending_jobs(a.db_path)
-    if n:
+    n, moved = left_behind(a.db_path)
+    if n and not moved:
         url_from = a.sources.get("database_url") or "the settings"
         raise StoreError(
             f"{a.db_path} holds {n} pending job(s) and {url_from} names PostgreSQL: keep one "
-            f"store: for PostgreSQL, move them there (`awty export --database-url '' -o "
-            f"jobs.jsonl`, then `awty import jobs.jsonl`) and delete {a.db_path}; for SQLite, "
-            f"drop database_url ({url_from})")
+            f"store: for PostgreSQL, move them there (`awty export --database-url '' --move "
+            f"{config_mod.redact(a.settings.database_url or '')} -o jobs.jsonl`, then `awty "
+            f"import jobs.jsonl`); for SQLite, drop database_url ({url_from})")
 
 
 def ensure_home(home: Path) -> None:

@@ -178,10 +178,10 @@ def test_a_home_with_jobs_in_both_stores_is_refused(tmp_path, pg):
 
     with psycopg.connect(url, autocommit=True) as c:  # init made nothing
         assert c.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()[0] is None
-    # the way the line gives: export from SQLite (an empty URL: this home's awty.db)
-    ok(awty("export", "--home", str(home), "--database-url", "", "-o",
+    # the way the line gives: export from SQLite (an empty URL: this home's awty.db), moved
+    assert f"`awty export --database-url '' --move {url} -o jobs.jsonl`" in res.stderr
+    ok(awty("export", "--home", str(home), "--database-url", "", "--move", url, "-o",
             str(tmp_path / "jobs.jsonl")))
-    (home / "awty.db").unlink()
     ok(awty("init", "--home", str(home), "--database-url", url,
             env={"AWTY_DATABASE_SCHEMA": schema}))
     ok(awty("import", str(tmp_path / "jobs.jsonl"), "--home", str(home)))
@@ -257,3 +257,51 @@ def test_config_cluster_refuses_what_is_not_a_cluster_setting(tmp_path, pg):
         assert res.returncode == 2 and res.stderr.count("\n") == 1, (bad, res.stderr)
     sqlite = awty("config", "--cluster", "resolution=5", "--home", str(tmp_path / "solo"))
     assert sqlite.returncode == 2 and "SQLite" in sqlite.stderr
+
+
+# --- 7. moving a home fences the old one -----------------------------------------------------
+def test_a_home_moved_to_postgresql_refuses_runs_and_adds_and_doctor_says_delete(tmp_path, pg):
+    url, schema = pg
+    home = tmp_path / "home"
+    ok(awty("add", "https://example.com/moved", "--in", "1m", "--home", str(home),
+            env={"AWTY_NOW": NOW}))
+    secret_url = url.replace("@", ":s3cret@", 1)  # trust auth: never sent anyway
+    res = ok(awty("export", "--move", secret_url, "-o", str(tmp_path / "home.jsonl"),
+                  "--home", str(home)))
+    assert "marked as moved" in res.stderr and "s3cret" not in res.stderr
+    for command in (["add", "https://example.com/late", "--in", "2h"], ["run-slot"],
+                    ["catchup"], ["retry", "01JD3XXXXX"]):
+        refused = awty(*command, "--home", str(home), env={"AWTY_NOW": NOW})
+        assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+        assert refused.stderr.startswith("awty: this home moved to postgresql://")
+        assert refused.stderr.rstrip().endswith(": use that store")
+        assert "s3cret" not in refused.stderr and "***" in refused.stderr
+    assert ok(awty("list", "--json", "--home", str(home))).stdout.count('"id"') == 1  # reads
+    doctor = awty("doctor", "--home", str(home))
+    assert "already moved: delete them" in doctor.stdout and "re-add" not in doctor.stdout
+    assert "catchup" not in doctor.stdout  # a leftover is not work to catch up
+    # the same home, now on PostgreSQL: its awty.db was moved, so it is no second store
+    ok(awty("init", "--home", str(home), "--database-url", url,
+            env={"AWTY_DATABASE_SCHEMA": schema}))
+    ok(awty("import", str(tmp_path / "home.jsonl"), "--home", str(home)))
+    assert pending_in(url, schema) == ["https://example.com/moved"]
+    ok(awty("add", "https://example.com/after", "--in", "2h", "--home", str(home)))
+    doctor = awty("doctor", "--home", str(home)).stdout
+    drop_ins = next(line for line in doctor.splitlines() if line.startswith("drop-ins"))
+    assert "already moved: delete them" in drop_ins and "awty add" not in drop_ins
+
+
+def test_a_postgresql_home_moved_away_fences_every_host(tmp_path, pg):
+    url, schema = pg
+    a, b = two_hosts(tmp_path, url, schema)
+    ok(awty("add", "https://example.com/one", "--in", "1m", "--home", str(a)))
+    new_home = tmp_path / "new-home"
+    ok(awty("export", "--move", str(new_home), "-o", str(tmp_path / "out.jsonl"), "--home",
+            str(a)))
+    refused = awty("add", "https://example.com/two", "--in", "1m", "--home", str(b))
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"awty: this home moved to {new_home} on ")
+    assert refused.stderr.endswith(": use that store\n") and refused.stderr.count("\n") == 1
+    ok(awty("import", str(tmp_path / "out.jsonl"), "--home", str(new_home)))
+    listed = ok(awty("list", "--json", "--home", str(new_home))).stdout
+    assert "https://example.com/one" in listed

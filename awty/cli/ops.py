@@ -382,19 +382,26 @@ def prune(
 def export(
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write here instead of stdout.", show_default=False)] = None,
+    move: Annotated[Optional[str], typer.Option(
+        "--move", metavar="WHERE", help="Mark this home as moved to WHERE (the database URL or "
+        "home it goes to) before exporting: its runners and adds then refuse, saying where "
+        "it went.", show_default=False)] = None,
     home: Home = None,
 ) -> None:
     """Write this home's pending jobs and history as JSON lines (to move it to another store:
     SQLite <-> PostgreSQL, with `awty import`). Stop the runners first: a job in flight is
-    written as pending. The counts go to stderr.
+    written as pending. The counts go to stderr. With --move, the home is fenced first: no
+    add or run here can come after the export.
 
     Example:  awty export --output home.jsonl
+
+    Moving:   awty export --move postgresql://awty@db.internal/awty --output home.jsonl
     """
     import sys
 
     a = open_awty(home)
     if output is None:
-        moved = a.export(sys.stdout)
+        moved = a.export(sys.stdout, move_to=move)
     else:
         try:
             f = open(output, "x", encoding="utf-8")
@@ -402,9 +409,12 @@ def export(
             raise InvalidInput(f"--output {output}: {e.strerror or e} (nothing written over)"
                                ) from None
         with f:
-            moved = a.export(f)
+            moved = a.export(f, move_to=move)
     r.err(f"exported {moved.jobs} pending job(s) and {moved.history} history row(s) "
           f"from {a.where}")
+    if move is not None:
+        r.err(f"{a.where} is marked as moved to {a.moved()['to']}: its runs and adds refuse "
+              "from now on")
 
 
 @commands.command(name="import")

@@ -82,11 +82,24 @@ def _diagnose_sqlite(ctx: Ctx) -> None:
     ctx.add(check_config(a.home, ctx.env))
     ctx.add(check_secret(ctx))
     try:
-        if ready and check_schema_and_integrity(ctx):
+        if ready and check_schema_and_integrity(ctx) and not moved(ctx):
             run_checks(ctx, STORE_CHECKS)
         run_checks(ctx, FILE_CHECKS)
     finally:
         ctx.close()
+
+
+def moved(ctx: Ctx) -> bool:
+    """A home marked moved (``awty export --move``) is a leftover: say so, and where it went,
+    instead of checking its jobs (catching up or re-adding them would run them twice)."""
+    to = ctx.store.meta().get("moved")
+    if not to:
+        return False
+    leftovers = "its jobs and envelope files" if ctx.a.tree is not None else "its jobs"
+    ctx.add(Finding("moved", True, f"this home moved to {to['to']} on {to['at']}: its runs "
+                    f"and adds refuse; {leftovers} are already moved: delete them, and this "
+                    "home's cron lines or timers", warning=True))
+    return True
 
 
 def _diagnose_postgres(ctx: Ctx) -> None:
@@ -97,7 +110,7 @@ def _diagnose_postgres(ctx: Ctx) -> None:
     ctx.add(check_config(a.home, ctx.env))
     ctx.add(check_secret(ctx))
     try:
-        if check_server_and_schema(ctx):
+        if check_server_and_schema(ctx) and not moved(ctx):
             run_checks(ctx, PG_STORE_CHECKS)
     finally:
         ctx.close()

@@ -47,12 +47,26 @@ def check_dropins_off(ctx: Ctx) -> Finding:
     """Say that drop-ins are off, and warn when files wait in a slot tree nobody reads."""
     tree = ctx.a.home / "slots"
     waiting = sum(1 for p in tree.rglob("*.json") if p.is_file()) if tree.is_dir() else 0
+    moved = _moved_sqlite(ctx)
+    if waiting and moved:
+        return Finding("drop-ins", True, f"off with PostgreSQL; {tree} holds {waiting} "
+                       f"envelope file(s) of {ctx.a.db_path}, which moved to {moved['to']} on "
+                       f"{moved['at']}: already moved: delete them", warning=True)
     if waiting:
         return Finding("drop-ins", True, f"off with PostgreSQL, yet {tree} holds {waiting} "
                        "envelope file(s) that no runner reads: add them with `awty add "
                        "--batch` (one JSON object per line), then delete them", warning=True)
     return Finding("drop-ins", True, "off: drop-in envelope files are a single-host feature; "
                    "with PostgreSQL every host adds with `awty add` or the Python API")
+
+
+def _moved_sqlite(ctx: Ctx) -> dict[str, str] | None:
+    """Where this home's own awty.db moved, when ``export --move`` marked it."""
+    if not ctx.a.db_path.exists():
+        return None
+    from ..store.sqlite import left_behind
+
+    return left_behind(ctx.a.db_path)[1]
 
 
 def skipped_file_checks(ctx: Ctx) -> Finding:

@@ -70,18 +70,24 @@ def open_db_file(path: Path) -> None:
             pass
 
 
-def pending_jobs(path: Path) -> int:
-    """How many pending jobs the database at ``path`` holds, read without changing it (a home
-    that moved to PostgreSQL is asked whether it left jobs behind); 0 when it has no jobs
-    table or cannot be read."""
+def left_behind(path: Path) -> tuple[int, dict[str, str] | None]:
+    """What the database at ``path`` still holds, read without changing it (a home that now
+    names PostgreSQL is asked whether it left jobs here): its pending jobs, and where it moved
+    (``Store.meta``'s ``"moved"``) if ``export --move`` marked it. (0, None) when it has no
+    jobs table or cannot be read."""
     try:
         conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5.0)
         try:
-            return int(conn.execute("SELECT count(*) FROM future_job").fetchone()[0])
+            n = int(conn.execute("SELECT count(*) FROM future_job").fetchone()[0])
+            try:
+                row = conn.execute("SELECT value FROM awty_meta WHERE key = 'moved'").fetchone()
+            except sqlite3.OperationalError:  # a schema before 7
+                row = None
+            return n, json.loads(row[0]) if row else None
         finally:
             conn.close()
     except sqlite3.Error:
-        return 0
+        return 0, None
 
 
 def _ids_json(ids: Iterable[str]) -> str:
