@@ -14,8 +14,8 @@ from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
-    CancelResult, Execution, HistoryRow, Job, MisfirePolicy, RunSummary, SlotSummary,
-    StoreStats,
+    ALL_KINDS, CancelResult, Execution, HistoryRow, Job, Kind, MisfirePolicy, RunSummary,
+    SlotSummary, StoreStats,
 )
 from .record import Record, _draft, _seal
 from .slotdir import SlotTree, Staged
@@ -549,7 +549,13 @@ class Awty:
 
         self.load_cluster()
         self._not_moved()
-        return Runner(store=self.store, tree=self.tree, settings=self.settings, clock=self.clock,
+        settings = self.settings
+        if not self.on_postgres and not set(settings.runner_kinds) >= ALL_KINDS:
+            self.notes.append(f"runner_kinds ({', '.join(settings.runner_kinds)}) is for hosts "
+                              "sharing a PostgreSQL store: a SQLite home's runs claim every "
+                              "kind")
+            settings = settings.replace(runner_kinds=tuple(k.value for k in Kind))
+        return Runner(store=self.store, tree=self.tree, settings=settings, clock=self.clock,
                       secret=self._load_secret, log=self.logger, on_event=self.on_event)
 
     def _load_secret(self) -> bytes | None:
@@ -581,8 +587,15 @@ class Awty:
             self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)))
         if not wanted:
             raise InvalidInput("give at least one job id")
+        kinds = self.settings.runner_kinds if self.on_postgres else tuple(ALL_KINDS)
         for job_id in wanted:
-            self.get_pending(job_id)  # unknown or ended: say which before anything is claimed
+            job = self.get_pending(job_id)  # unknown or ended: say which before any claim
+            if job.kind.value not in kinds:
+                from .errors import Conflict
+
+                raise Conflict(f"job {job_id} is a {job.kind.value} job and this host claims "
+                               f"only {', '.join(kinds)} (runner_kinds): run it on a host "
+                               f"that claims {job.kind.value} jobs")
         return self.runner().run_ids(wanted)
 
     def catchup(self, *, until: datetime | None = None, dry_run: bool = False,
@@ -603,7 +616,8 @@ class Awty:
         if self._log is None:
             from .logbook import open_log
 
-            self._log = open_log(self.home, self.settings.log_max_bytes)
+            self._log = open_log(self.home, self.settings.log_max_bytes,
+                                 self.settings.log_format)
         return self._log
 
 

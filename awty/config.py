@@ -55,7 +55,11 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("busy_timeout", 5.0, "how long SQLite waits for a lock", None),
     ("history_output_bytes", 2000, "output kept per history row", None),
     ("log_max_bytes", 1_000_000, "awty.log size before it rotates", None),
+    ("log_format", "text", 'or "json": awty.log as one JSON object a line (time, level, host, '
+     "pid, command, slot, job, outcome, message), for a log shipper", '"text"'),
     ("dropin_kinds", ("http",), "kinds an envelope dropped into slots/ may create", None),
+    ("runner_kinds", ("http", "exec", "python"), "kinds this host's runs claim (PostgreSQL: "
+     "keep exec and python jobs on the hosts that can run them)", '["http"]'),
     ("ca_file", None, "PEM bundle trusted for https callbacks, beside the system's",
      '"/etc/awty/ca.pem"'),
     ("exec_env", True, "exec jobs run in the environment they were added in, as `at` does",
@@ -107,7 +111,9 @@ class Settings(Record):
     busy_timeout: float
     history_output_bytes: int
     log_max_bytes: int
+    log_format: str
     dropin_kinds: tuple[str, ...]
+    runner_kinds: tuple[str, ...]
     ca_file: str | None
     exec_env: bool
     database_url: str | None
@@ -177,7 +183,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 if not p.startswith(("http://", "https://")):
                     raise ValueError(f"{p!r} is not an http(s) URL prefix")
             return prefixes
-        if key == "dropin_kinds":
+        if key in ("dropin_kinds", "runner_kinds"):
             items = value.split(",") if isinstance(value, str) else list(value)
             kinds = tuple(dict.fromkeys(str(x).strip().lower() for x in items if str(x).strip()))
             for k in kinds:
@@ -193,6 +199,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if s in ("0", "false", "no", "off", ""):
                 return False
             raise ValueError("must be true or false")
+        if key == "log_format":
+            s = str(value).strip().lower()
+            if s not in ("text", "json"):
+                raise ValueError("must be 'text' or 'json'")
+            return s
         if key == "store_process":
             s = str(value).strip().lower()
             if s not in ("auto", "on", "off"):

@@ -55,8 +55,8 @@ class Health:
 # --- scheduler ------------------------------------------------------------------------------
 def scheduler(home: Path, resolution: int | None, *, env: dict[str, str] | None = None,
               which: Callable[[str], str | None] | None = None, run: Run = subprocess.run,
-              unit_dir: Path | None = None, systemd_run_dir: Path = Path("/run/systemd/system")
-              ) -> Health:
+              unit_dir: Path | None = None, systemd_run_dir: Path = Path("/run/systemd/system"),
+              system_unit_dir: Path = Path("/etc/systemd/system")) -> Health:
     """Which scheduler runs ``awty run-slot`` for ``home``, if any."""
     env = dict(os.environ if env is None else env)
     which = which or (lambda name: shutil.which(name, path=env.get("PATH")))
@@ -80,7 +80,8 @@ def scheduler(home: Path, resolution: int | None, *, env: dict[str, str] | None 
                               f"{','.join(map(str, missed))}): {ours[0].strip()}: "
                               "`awty crontab --install` writes the right lines", "cron")
             return Health("scheduler", "ok", f"crontab: {ours[0].strip()}", "cron")
-    timers = systemd_timers(home, default_home, unit_dir or _unit_dir(env, user_home))
+    timers = systemd_timers(home, default_home, unit_dir or _unit_dir(env, user_home)) or \
+        systemd_timers(home, default_home, system_unit_dir, system=True)
     if timers is not None:
         return timers
     if has_cron:
@@ -97,9 +98,11 @@ def scheduler(home: Path, resolution: int | None, *, env: dict[str, str] | None 
                   "--install`")
 
 
-def systemd_timers(home: Path, default_home: Path, unit_dir: Path) -> Health | None:
-    """The awty timers in a systemd user unit directory whose service runs ``run-slot`` for
-    ``home``; None when there are none."""
+def systemd_timers(home: Path, default_home: Path, unit_dir: Path, *,
+                   system: bool = False) -> Health | None:
+    """The awty timers in a systemd user unit directory (``system``: the system's, as `awty
+    systemd --system` writes them) whose service runs ``run-slot`` for ``home``; None when
+    there are none."""
     found = []
     for timer in sorted(unit_dir.glob("awty-*.timer")):
         service = timer.with_suffix(".service")
@@ -114,11 +117,12 @@ def systemd_timers(home: Path, default_home: Path, unit_dir: Path) -> Health | N
     if not found:
         return None
     enabled = [n for n in found if (unit_dir / "timers.target.wants" / n).exists()]
+    what, ctl = ("systemd system timer", "systemctl") if system else \
+        ("systemd user timer", "systemctl --user")
     if not enabled:
-        return Health("scheduler", "problem", f"systemd user timer {', '.join(found)} in "
-                      f"{unit_dir} is not enabled: systemctl --user enable --now "
-                      f"{' '.join(found)}", "systemd")
-    return Health("scheduler", "ok", f"systemd user timer: {', '.join(enabled)}", "systemd")
+        return Health("scheduler", "problem", f"{what} {', '.join(found)} in {unit_dir} is "
+                      f"not enabled: {ctl} enable --now {' '.join(found)}", "systemd")
+    return Health("scheduler", "ok", f"{what}: {', '.join(enabled)}", "systemd")
 
 
 def _unit_dir(env: dict[str, str], user_home: Path) -> Path:

@@ -36,6 +36,14 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
+def runner_host_pid(owner: str | None) -> tuple[str | None, int | None]:
+    """The host name and process id in an owner id (``new_owner``'s); (None, None) for an
+    owner of another shape."""
+    host, _, rest = (owner or "").rpartition(":")
+    host, _, pid = host.rpartition(":")
+    return (host, int(pid)) if host and pid.isdigit() else (None, None)
+
+
 def runner_label(owner: str | None) -> str:
     """``runner pid N`` from an owner id, for messages."""
     parts = (owner or "").split(":")

@@ -22,6 +22,9 @@ class Kind(StrEnum):
     PYTHON = "python"
 
 
+ALL_KINDS = frozenset(k.value for k in Kind)
+
+
 class Status(StrEnum):
     PENDING = "pending"
     IN_FLIGHT = "in_flight"
@@ -186,7 +189,7 @@ class Result(Record):
 class HistoryRow(Record):
     __slots__ = ("id", "kind", "target", "entity_name", "entity_key", "outcome", "reason",
                  "checks", "attempts", "first_check_at", "ended_at", "created_at",
-                 "duration_ms", "last_status", "error", "output", "payload_json")
+                 "duration_ms", "last_status", "error", "output", "payload_json", "host", "pid")
     id: str
     kind: Kind
     target: str
@@ -204,13 +207,16 @@ class HistoryRow(Record):
     error: str | None
     output: str | None
     payload_json: str | None
+    host: str | None  # the runner that ended the job (None: cancelled, expired unrun…)
+    pid: int | None
 
     def __new__(cls, id: str, kind: Kind, target: str, entity_name: str | None,
                 entity_key: str | None, outcome: Outcome, reason: str, checks: int,
                 attempts: int, first_check_at: datetime, ended_at: datetime,
                 created_at: datetime | None, duration_ms: float | None, last_status: int | None,
                 error: str | None, output: str | None,
-                payload_json: str | None = None) -> HistoryRow:
+                payload_json: str | None = None, host: str | None = None,
+                pid: int | None = None) -> HistoryRow:
         s = _draft(cls)
         s.id = id
         s.kind = kind
@@ -229,6 +235,8 @@ class HistoryRow(Record):
         s.error = error
         s.output = output
         s.payload_json = payload_json
+        s.host = host
+        s.pid = pid
         return _seal(s, cls)
 
 
@@ -237,7 +245,7 @@ class Execution(Record):
     ``stats``."""
 
     __slots__ = ("job_id", "at", "slot", "check", "attempt", "answer", "status", "duration_ms",
-                 "lateness_ms", "error")
+                 "lateness_ms", "error", "host", "pid")
     job_id: str
     at: datetime  # when the attempt started
     slot: str  # slot id YYYYMMDDHHMM
@@ -248,10 +256,13 @@ class Execution(Record):
     duration_ms: float | None
     lateness_ms: float | None  # start minus the slot boundary
     error: str | None
+    host: str | None  # the runner's host name and process id
+    pid: int | None
 
     def __new__(cls, job_id: str, at: datetime, slot: str, check: int, attempt: int,
                 answer: Answer, status: int | None = None, duration_ms: float | None = None,
-                lateness_ms: float | None = None, error: str | None = None) -> Execution:
+                lateness_ms: float | None = None, error: str | None = None,
+                host: str | None = None, pid: int | None = None) -> Execution:
         s = _draft(cls)
         s.job_id = job_id
         s.at = at
@@ -263,6 +274,8 @@ class Execution(Record):
         s.duration_ms = duration_ms
         s.lateness_ms = lateness_ms
         s.error = error
+        s.host = host
+        s.pid = pid
         return _seal(s, cls)
 
 

@@ -21,7 +21,7 @@ from .store.filelocks import open_lock_file, try_flock
 
 class Reconciler:
     def __init__(self, store: Store, tree: SlotTree, settings: Settings, clock: Clock,
-                 warn: Callable[[str], None]):
+                 warn: Callable[..., None]):
         self.store = store
         self.tree = tree
         self.settings = settings
@@ -55,7 +55,8 @@ class Reconciler:
         link = self.tree.set_aside_slot_link(slot)  # never list, import or delete through it
         if link:
             summary.rejected += 1
-            self._warn(f"slot {summary.slot}: set aside the slot directory itself: {link}")
+            self._warn(f"slot {summary.slot}: set aside the slot directory itself: {link}",
+                       slot=summary.slot)
         imported: list[str] = []
         # Listed before the rows are read: a job added meanwhile has its row before its file,
         # so no file listed here can be a job this read has not seen (and be taken for an
@@ -116,7 +117,7 @@ class Reconciler:
                 summary.imported += a.created
             if drop_ins:
                 self._warn(f"slot {summary.slot}: imported {len(drop_ins)} dropped-in "
-                           "envelope(s)")
+                           "envelope(s)", slot=summary.slot)
         return imported
 
     def _reject(self, entry: Entry, slot: datetime, reason: str, summary: SlotSummary) -> None:
@@ -125,4 +126,5 @@ class Reconciler:
         except OSError as e:
             reason += f" (and could not be moved aside: {e.strerror})"
         summary.rejected += 1
-        self._warn(f"slot {slot_id(slot)}: set aside {entry.name}: {reason}")
+        self._warn(f"slot {slot_id(slot)}: set aside {entry.name}: {reason}",
+                   slot=slot_id(slot), outcome="rejected")

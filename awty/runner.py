@@ -12,7 +12,9 @@ no job is ever lost (SPEC 6, 12; tests/reliability/test_crash.py and test_stop.p
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -123,6 +125,7 @@ class Runner:
         self._sending: set[SlotRun] = set()
         self._stopped_by: int | None = None
         self._failed: datetime | None = None  # the first slot of a catch-up that raised
+        self._noted = False  # this runner's host noted in the store (``_note_runner``)
 
     # -- public -------------------------------------------------------------------------
     def run_slot(self, slot: datetime, opts: RunOptions | None = None) -> SlotSummary:
@@ -136,10 +139,18 @@ class Runner:
         if opts.dry_run:
             return self._dry_run(slot, now, summary, opts)
         self.secret()  # an unreadable secret stops the run here, before anything is claimed
+        self._note_runner(now)
         _run_async(self._slot(slot, opts, summary))
         if self.tree is not None:
             self.tree.purge_retired()
         return summary
+
+    def _note_runner(self, now: datetime) -> None:
+        """Hosts sharing a PostgreSQL store say, once per runner, which kinds they claim and
+        that they run (doctor finds the jobs no live runner may claim)."""
+        if self.tree is None and not self._noted:
+            self.store.note_runner(socket.gethostname(), os.getpid(), self.s.runner_kinds, now)
+            self._noted = True
 
     def secret(self) -> bytes | None:
         """The signing secret, loaded (and validated) once per runner."""
@@ -183,6 +194,7 @@ class Runner:
         if mode == "auto" and sum(counts.values()) >= self.s.batch_size:
             mode = "on"
         self.secret()  # an unreadable secret stops the catch-up before anything is claimed
+        self._note_runner(now)
         try:
             with _loop_runner() as loop:
                 self._shared = RunStore(self.store, mode, self.s.batch_size, loop.get_loop())
@@ -499,7 +511,8 @@ class Runner:
             if isinstance(d, End):
                 summary.count(d.outcome.value)
                 if d.outcome in (Outcome.FAILED,) or d.reason == "misfired":
-                    self._warn(f"job {job.id} {d.outcome.value}: {d.reason}")
+                    self._warn(f"job {job.id} {d.outcome.value}: {d.reason}",
+                               slot=summary.slot, job=job.id, outcome=d.outcome.value)
             else:
                 assert isinstance(d, Reslot)
                 moved = job.replace(next_check_at=d.next_check_at, check_count=d.check_count,
@@ -565,10 +578,11 @@ class Runner:
                 self._log = self._open_log()
             return self._log
 
-    def _warn(self, text: str) -> None:
+    def _warn(self, text: str, **fields: Any) -> None:
+        """A warning line; ``fields`` (slot, job, outcome) are its JSON keys (``log_format``)."""
         log = self._logger()
         if log is not None:
-            log.warning(text)
+            log.warning(text, extra={"awty": fields})
 
     def _log_slot(self, summary: SlotSummary) -> None:
         log = self._logger() if (summary.ran or summary.rejected or summary.deferred
@@ -578,7 +592,8 @@ class Runner:
         outcomes = " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
         log.info(f"slot {summary.slot}: ran {summary.ran} in {summary.seconds:.2f}s {outcomes} "
                  f"rechecked={summary.rechecked} retried={summary.retried} "
-                 f"deferred={summary.deferred}")
+                 f"deferred={summary.deferred}",
+                 extra={"awty": {"slot": summary.slot, "outcome": dict(summary.outcomes)}})
 
 
 class _Opened:
@@ -611,7 +626,8 @@ class Executing:
     ``slotrun.Execute``). What is the same for every job of the run is worked out once, here:
     this runs once per callback, in callbacks of the loop (no task per job)."""
 
-    __slots__ = ("runner", "s", "clock", "slot", "sid", "opts", "skip", "executors", "loop")
+    __slots__ = ("runner", "s", "clock", "slot", "sid", "opts", "skip", "executors", "loop",
+                 "host", "pid")
 
     def __init__(self, runner: Runner, slot: datetime | None, opts: RunOptions,
                  executors: dict[Kind, Any]):
@@ -624,6 +640,8 @@ class Executing:
         self.skip = (opts.misfire or self.s.misfire) == MisfirePolicy.SKIP
         self.executors = executors
         self.loop: asyncio.AbstractEventLoop | None = None
+        # who fires: on every execution recorded (as in the run's owner id, ``ids.new_owner``)
+        self.host, self.pid = socket.gethostname(), os.getpid()
 
     def __call__(self, job: Job, events: list[Execution], done: Done) -> None:
         loop = self.loop
@@ -688,7 +706,7 @@ class _Attempts:
                     job.id, started, self.sid, attempt.check, attempt.attempt, result.answer,
                     result.status, round(result.duration * 1000, 3),
                     round((started - job.next_check_at).total_seconds() * 1000, 3),
-                    (result.error or None) and result.error[:500]))
+                    (result.error or None) and result.error[:500], x.host, x.pid))
             if result.answer is Answer.RETRY:
                 delay = quick_retry_delay(job, result, x.s, self.quick)
                 if delay is not None:

@@ -48,7 +48,7 @@ from time import monotonic
 from .clock import Clock
 from .config import Settings
 from .errors import Busy, Interrupted, SessionLost
-from .model import Decision, Execution, Job, SlotSummary
+from .model import ALL_KINDS, Decision, Execution, Job, SlotSummary
 from .store.remote import RunStore
 
 # execute(job, events, done): start executing ``job`` (its executions appended to ``events``);
@@ -163,6 +163,8 @@ class SlotRun:
         # The first claim takes one chunk: a batch's claim costs ~40 ms at 1,000 rows, all of
         # it before the first callback; the claims after it take whole batches.
         self.claim_limit = min(self.chunk, settings.batch_size)
+        # ``runner_kinds``: the kinds this host claims (None: all, the claim filters nothing)
+        self.kinds = None if set(settings.runner_kinds) >= ALL_KINDS else settings.runner_kinds
         self.queue: deque[Job] = deque()  # claimed, not started
         self.ready: deque[Job] = deque()  # started: on their way to the wire
         self.decisions: list[Decision] = []
@@ -210,7 +212,7 @@ class SlotRun:
         jobs: list[Job] = await self.store.call(
             self.io, "claim", self.slot, now=now, owner=self.owner,
             lease_until=now + timedelta(seconds=self.lease), limit=self.claim_limit,
-            shard=self.shard)
+            shard=self.shard, kinds=self.kinds)
         self.claim_limit = self.s.batch_size
         if self.prepare is not None:
             self.claimed.update([j.id for j in jobs])

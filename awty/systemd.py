@@ -1,5 +1,7 @@
-"""systemd user units for a home: the timer/service pairs shipped in ``awty/data/``, rendered
-with this home's awty command, ``--home`` and slot resolution.
+"""systemd units for a home: the timer/service pairs shipped in ``awty/data/``, rendered with
+this home's awty command, ``--home`` and slot resolution: user units (the user's own manager),
+or system units (``system``: run as a service account, ``User=awty``, with a home under
+/var/lib/awty that systemd makes for it).
 
 The shipped files are usable by hand (they run ``~/.local/bin/awty`` on the default home);
 ``render`` rewrites their ``ExecStart=`` and ``OnCalendar=`` lines. Calendar times are written
@@ -19,6 +21,8 @@ DATA = Path(__file__).resolve().parent / "data"
 UNITS = ("awty-run-slot.service", "awty-run-slot.timer", "awty-catchup.service",
          "awty-catchup.timer")
 TIMERS = tuple(u for u in UNITS if u.endswith(".timer"))
+SYSTEM_HOME = Path("/var/lib/awty")  # StateDirectory=awty: made by systemd, owned by User=
+SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
 
 def shipped(name: str) -> str:
@@ -33,8 +37,10 @@ def on_calendar(resolution: int, catchup: bool = False) -> str:
 
 
 def render(home: Path, resolution: int, awty_bin: str | None = None, *,
-           store: str | None = None) -> dict[str, str]:
-    """Unit file name -> text for ``home``; ``store`` as for ``crontab.entries``."""
+           store: str | None = None, system_user: str | None = None) -> dict[str, str]:
+    """Unit file name -> text for ``home``; ``store`` as for ``crontab.entries``.
+    ``system_user``: system units whose services run as that user (``User=``); a home at
+    ``SYSTEM_HOME`` is then systemd's StateDirectory (created 0700 and owned by the user)."""
     home = Path(home).expanduser().absolute()
     awty = awty_bin or default_bin()
     out = {}
@@ -51,8 +57,12 @@ def render(home: Path, resolution: int, awty_bin: str | None = None, *,
             elif line.startswith("OnCalendar="):
                 line = "OnCalendar=" + on_calendar(resolution, catchup="catchup" in name)
             lines.append(line)
-        out[name] = (f"# Written by `awty systemd --install` for {home} "
-                     f"({resolution}-minute slots).\n"
+            if system_user and line == "[Service]":
+                lines += [f"User={system_user}", f"Group={system_user}"]
+                if home == SYSTEM_HOME:
+                    lines += ["StateDirectory=awty", "StateDirectoryMode=0700"]
+        out[name] = (f"# Written by `awty systemd{' --system' if system_user else ''} "
+                     f"--install` for {home} ({resolution}-minute slots).\n"
                      + (f"# Jobs in {store}.\n" if store else "")
                      + "\n".join(lines) + "\n")
     return out

@@ -305,3 +305,99 @@ def test_a_postgresql_home_moved_away_fences_every_host(tmp_path, pg):
     ok(awty("import", str(tmp_path / "out.jsonl"), "--home", str(new_home)))
     listed = ok(awty("list", "--json", "--home", str(new_home))).stdout
     assert "https://example.com/one" in listed
+
+
+# --- 4. where jobs run; 5. who fired what -----------------------------------------------------
+RUN_AT = "2026-11-22T10:15:05Z"  # just past the slot the 1-minute adds land in
+
+
+def test_a_runner_claims_only_its_kinds_and_doctor_names_what_none_may_claim(tmp_path, pg,
+                                                                              rx):
+    import json
+    import socket
+
+    url, schema = pg
+    web_only, anything = two_hosts(tmp_path, url, schema)
+    with (web_only / "awty.toml").open("a") as f:
+        f.write('runner_kinds = ["http"]\n')
+    hook = json.loads(ok(awty("add", rx.url("/hook"), "--in", "1m", "--json", "--home",
+                              str(anything), env={"AWTY_NOW": NOW})).stdout)["id"]
+    cmd = json.loads(ok(awty("add", "true", "--exec", "--in", "1m", "--json", "--home",
+                             str(anything), env={"AWTY_NOW": NOW})).stdout)["id"]
+    ok(awty("run-slot", "--home", str(web_only), env={"AWTY_NOW": RUN_AT}))
+    assert len(rx.requests("/hook")) == 1
+    left = json.loads(ok(awty("list", "--json", "--home", str(web_only))).stdout)
+    assert [j["id"] for j in left] == [cmd]  # the exec job waits for a host that runs it
+    doctor = awty("doctor", "--home", str(web_only), env={"AWTY_NOW": RUN_AT})
+    runners = next(ln for ln in doctor.stdout.splitlines() if ln.startswith("runners"))
+    assert "problem" in runners and "1 exec job(s) pending that no live runner may claim" \
+        in runners and f"{socket.gethostname()} claims http" in runners, doctor.stdout
+    assert doctor.returncode == 1
+    refused = awty("run", cmd, "--home", str(web_only), env={"AWTY_NOW": RUN_AT})
+    assert refused.returncode == 1 and "runner_kinds" in refused.stderr
+    ok(awty("run-slot", "--home", str(anything), env={"AWTY_NOW": RUN_AT}))
+    assert json.loads(ok(awty("list", "--json", "--home", str(anything))).stdout) == []
+    # 5: each execution and history row says which host and process fired it
+    for job in (hook, cmd):
+        shown = json.loads(ok(awty("show", job, "--json", "--home", str(web_only))).stdout)
+        [run] = shown["executions"]
+        assert run["host"] == socket.gethostname() and isinstance(run["pid"], int)
+        assert (shown["host"], shown["pid"]) == (run["host"], run["pid"])
+    text = ok(awty("show", cmd, "--home", str(web_only))).stdout
+    assert f"{socket.gethostname()} pid " in text
+    history = json.loads(ok(awty("history", "--json", "--home", str(anything))).stdout)
+    assert {h["id"]: h["host"] for h in history} == {hook: socket.gethostname(),
+                                                    cmd: socket.gethostname()}
+    pids = {h["id"]: h["pid"] for h in history}
+    assert pids[hook] != pids[cmd]  # two runner processes on two "hosts"
+    from awty.api import Awty
+
+    with Awty(anything, env={}) as a:  # the Python API says the same
+        [row] = a.get(cmd)
+        assert (row.host, row.pid) == (socket.gethostname(), pids[cmd])
+        assert a.executions(cmd)[0].pid == pids[cmd]
+
+
+def test_log_format_json_is_one_object_a_line_for_a_log_shipper(tmp_path, rx):
+    import json
+    import socket
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "awty.toml").write_text('log_format = "json"\n')
+    rx.script("/gone-wrong", status=400)
+    job = json.loads(ok(awty("add", rx.url("/gone-wrong"), "--in", "1m", "--json", "--home",
+                             str(home), env={"AWTY_NOW": NOW})).stdout)["id"]
+    ok(awty("--home", str(home), "run-slot", env={"AWTY_NOW": RUN_AT}))
+    lines = [json.loads(line) for line in (home / "awty.log").read_text().splitlines()]
+    keys = {"time", "level", "host", "pid", "command", "slot", "job", "outcome", "message"}
+    assert lines and all(set(d) == keys for d in lines)
+    failed = next(d for d in lines if d["job"] == job)
+    assert (failed["level"], failed["command"], failed["slot"], failed["outcome"]) == (
+        "warning", "run-slot", "202611221015", "failed")
+    assert failed["host"] == socket.gethostname() and isinstance(failed["pid"], int)
+    summary = next(d for d in lines if d["job"] is None)
+    assert summary["outcome"] == {"failed": 1} and summary["slot"] == "202611221015"
+
+
+def test_systemd_system_units_run_as_a_service_account(tmp_path):
+    from awty import cronhealth
+
+    printed = ok(awty("systemd", "--system")).stdout
+    assert "User=awty\nGroup=awty\nStateDirectory=awty\nStateDirectoryMode=0700" in printed
+    assert "run-slot --home /var/lib/awty" in printed and "catchup --home /var/lib/awty" \
+        in printed
+    home, units = tmp_path / "srv-awty", tmp_path / "etc-systemd-system"
+    res = ok(awty("systemd", "--system", "--user", "jobs", "--home", str(home), "--install",
+                  "--unit-dir", str(units)))
+    assert "useradd --system" in res.stdout and "systemctl daemon-reload" in res.stdout
+    service = (units / "awty-run-slot.service").read_text()
+    assert "User=jobs" in service and "StateDirectory" not in service  # not under /var/lib
+    assert f"run-slot --home {home}" in service
+    (units / "timers.target.wants").mkdir()
+    (units / "timers.target.wants" / "awty-run-slot.timer").symlink_to(
+        units / "awty-run-slot.timer")
+    seen = cronhealth.scheduler(home, 15, env={"HOME": str(tmp_path / "user"),
+                                               "PATH": "/nonexistent"},
+                                system_unit_dir=units)
+    assert seen.level == "ok" and "systemd system timer" in seen.detail, seen

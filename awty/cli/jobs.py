@@ -209,9 +209,10 @@ def show(
         r.out(f"headers     {json.dumps(doc['headers'])}")
     if events:
         r.table("executions", ["at", "slot", "check", "attempt", "answer", "status", "ms",
-                               "error"],
+                               "runner", "error"],
                 ([e["at"], e["slot"], e["check_no"], e["attempt"], e["answer"], e["status"],
-                  e["duration_ms"], e["error"]] for e in events))
+                  e["duration_ms"], f"{e['host']} pid {e['pid']}" if e["host"] else "-",
+                  e["error"]] for e in events))
     if doc.get("output"):
         # what the job printed (exec) or answered (http), as `at` mails it: verbatim
         r.out("output of the last execution:")

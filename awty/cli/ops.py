@@ -246,6 +246,7 @@ def crontab(
         r.err(f"awty: note: this home's resolution is {a.settings.resolution}; set "
               f"resolution = {res} in {a.home / 'awty.toml'} too, then `awty doctor --repair`")
     store = refuse_unkept_database_url(a, "cron")
+    a.load_cluster()  # the cluster's resolution, on PostgreSQL
     _warn_env_unseen_by_cron(a.home)
     if not install:
         for line in cron.entries(a.home, res, awty_bin, store=store):

@@ -68,7 +68,7 @@ def job_dict(job: Job) -> dict[str, Any]:
 def execution_dict(e: Execution) -> dict[str, Any]:
     return {"at": iso(e.at), "slot": e.slot, "check_no": e.check, "attempt": e.attempt,
             "answer": e.answer.value, "status": e.status, "duration_ms": e.duration_ms,
-            "lateness_ms": e.lateness_ms, "error": e.error}
+            "lateness_ms": e.lateness_ms, "error": e.error, "host": e.host, "pid": e.pid}
 
 
 def history_dict(h: HistoryRow) -> dict[str, Any]:
@@ -80,6 +80,7 @@ def history_dict(h: HistoryRow) -> dict[str, Any]:
         "duration_ms": h.duration_ms, "last_status": h.last_status, "error": h.error,
         "output": h.output,
         "payload": json.loads(h.payload_json) if h.payload_json is not None else None,
+        "host": h.host, "pid": h.pid,  # the runner that ended it (none for a cancel)
     }
 
 

@@ -6,6 +6,7 @@ of files beside the store are skipped with a note saying so."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 
 from ..errors import AwtyError
 from .base import Ctx, Finding
@@ -69,6 +70,50 @@ def _moved_sqlite(ctx: Ctx) -> dict[str, str] | None:
     return left_behind(ctx.a.db_path)[1]
 
 
+def check_runner_kinds(ctx: Ctx) -> Finding:
+    """Every kind of pending job has a live runner that may claim it (``runner_kinds``); a
+    runner is live when it ran within the last two slots or the hourly catch-up."""
+    window = max(timedelta(hours=1), timedelta(minutes=2 * ctx.a.settings.resolution)) \
+        + timedelta(minutes=5)
+    runners = ctx.store.runners()
+    live = [r for r in runners if r[3] >= ctx.now - window]
+    waiting = {k: n for k in ("http", "exec", "python") if (n := ctx.store.count(kind=k))}
+    if not waiting:
+        return Finding("runners", True, _seen(live, runners, window))
+    if not runners:
+        return Finding("runners", True, "no runner host has run yet: the pending jobs wait "
+                       "for the first `awty run-slot`", warning=True)
+    if not live:
+        return Finding("runners", False, f"no runner has run in the last {_mins(window)}: "
+                       f"{sum(waiting.values())} pending job(s) wait; "
+                       f"{_seen(live, runners, window)}")
+    claimed = {k for r in live for k in r[1]}
+    stranded = {k: n for k, n in waiting.items() if k not in claimed}
+    if not stranded:
+        return Finding("runners", True, _seen(live, runners, window))
+    what = ", ".join(f"{n} {k}" for k, n in stranded.items())
+    return Finding("runners", False, f"{what} job(s) pending that no live runner may claim "
+                   f"({_seen(live, runners, window)}): add "
+                   f"{' and '.join(repr(k) for k in stranded)} to runner_kinds on a host that "
+                   "can run them")
+
+
+Runners = list[tuple[str, tuple[str, ...], int | None, datetime]]
+
+
+def _seen(live: Runners, runners: Runners, window: timedelta) -> str:
+    if not live:
+        last = runners[0] if runners else None
+        return f"last runner: {last[0]} at {last[3]:%Y-%m-%d %H:%M} UTC" if last else \
+            "no runner host has run yet"
+    return (f"live runners (seen in the last {_mins(window)}): "
+            + "; ".join(f"{h} claims {', '.join(k)}" for h, k, _, _ in live))
+
+
+def _mins(window: timedelta) -> str:
+    return f"{int(window.total_seconds() // 60)} min"
+
+
 def skipped_file_checks(ctx: Ctx) -> Finding:
     return Finding("files", True, "database file, slot tree and lock file checks skipped: "
                    "PostgreSQL keeps jobs and locks in the server")
@@ -86,4 +131,4 @@ def _where(ctx: Ctx) -> str:
 
 # The store checks on PostgreSQL, in order, once the server and schema are sound.
 PG_STORE_CHECKS: list[Check] = [check_leases, check_resolution, check_past_slots,
-                                check_last_slot, check_dropins_off]
+                                check_last_slot, check_runner_kinds, check_dropins_off]

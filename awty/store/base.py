@@ -205,10 +205,12 @@ class Store(Protocol):
         """The lock a run of ``slot`` (or one shard: (index, count), 0-based) takes."""
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
-              limit: int, shard: tuple[int, int] | None = None) -> builtins.list[Job]:
+              limit: int, shard: tuple[int, int] | None = None,
+              kinds: Sequence[str] | None = None) -> builtins.list[Job]:
         """Lease up to ``limit`` jobs of ``slot`` (pending, or in flight and taken over: see
         the rules), in (next_check_at, id) order. ``shard`` keeps only the jobs whose
-        ``ids.shard_of(id, count) == index``."""
+        ``ids.shard_of(id, count) == index``; ``kinds`` (``runner_kinds``) only jobs of these
+        kinds (None: every kind)."""
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
                   lease_until: datetime) -> builtins.list[Job]:
@@ -229,6 +231,13 @@ class Store(Protocol):
     def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
         """Give ``owner``'s claims back as pending, unchanged (an interrupted run); returns
         how many."""
+
+    def note_runner(self, host: str, pid: int, kinds: Sequence[str], now: datetime) -> None:
+        """A runner on ``host`` starts a run claiming ``kinds``: kept (one row per host) for
+        ``runners``."""
+
+    def runners(self) -> builtins.list[tuple[str, tuple[str, ...], int | None, datetime]]:
+        """(host, kinds, pid, last seen) of every runner host that ever ran, newest first."""
 
     # -- moving a home (``awty export`` / ``awty import``) --------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def _m001_initial(db) -> None:
@@ -138,8 +138,19 @@ def _m007_meta(db) -> None:
                "WITHOUT ROWID")
 
 
+def _m008_runners(db) -> None:
+    # Who fired what: each execution, and each history row a runner wrote, name the runner's
+    # host and process. runner_host: the kinds each runner host claims (``runner_kinds``) and
+    # when it last ran, for doctor's "a job no live runner may claim".
+    for table in ("job_event", "job_history"):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN host TEXT")
+        db.execute(f"ALTER TABLE {table} ADD COLUMN pid INTEGER")
+    db.execute("CREATE TABLE runner_host (host TEXT PRIMARY KEY, kinds TEXT NOT NULL, "
+               "pid INTEGER, seen_at TEXT NOT NULL) WITHOUT ROWID")
+
+
 MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index,
-              _m005_slot_entity_index, _m006_started_marks, _m007_meta]
+              _m005_slot_entity_index, _m006_started_marks, _m007_meta, _m008_runners]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

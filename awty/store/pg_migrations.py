@@ -107,6 +107,18 @@ CREATE TABLE {s}.meta (
     value text NOT NULL
 );
 """,
+    # Who fired what: the runner's host and process on each execution and on the history row
+    # it wrote; the kinds each runner host claims and when it last ran (doctor).
+    3: """
+ALTER TABLE {s}.job_execution ADD COLUMN host text, ADD COLUMN pid integer;
+ALTER TABLE {s}.job_history ADD COLUMN host text, ADD COLUMN pid integer;
+CREATE TABLE {s}.runner_host (
+    host    text PRIMARY KEY,
+    kinds   text NOT NULL,
+    pid     integer,
+    seen_at timestamptz NOT NULL
+);
+""",
 }
 
 LATEST = max(MIGRATIONS)

@@ -29,4 +29,4 @@ def history_record(r: tuple) -> dict[str, Any]:
 def history_values(rows: Iterable[dict[str, Any]]) -> Iterator[tuple]:
     for d in rows:
         d = {**d, **{k: sec(d[k]) for k in TIME_KEYS}}
-        yield tuple(d[c] for c in HISTORY_COLUMNS)
+        yield tuple(d.get(c) for c in HISTORY_COLUMNS)

@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..ids import runner_host_pid
 from ..model import Execution, HistoryRow, Job, Kind, Outcome, Status
 from .jobdict import job_to_json
 
@@ -64,13 +65,14 @@ def row_to_history(r: Sequence) -> HistoryRow:
         id=r[0], kind=KINDS[r[1]], target=r[2], entity_name=r[3], entity_key=r[4],
         outcome=Outcome(r[5]), reason=r[6], checks=r[7], attempts=r[8], first_check_at=r[9],
         ended_at=r[10], created_at=r[11], duration_ms=r[12], last_status=r[13], error=r[14],
-        output=r[15], payload_json=r[16],
+        output=r[15], payload_json=r[16], host=r[17], pid=r[18],
     )
 
 
 def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprint,
-                 result=None, lateness: float | None = None) -> tuple:
+                 result=None, lateness: float | None = None, owner: str | None = None) -> tuple:
     ran = 1 if result is not None else 0
+    host, pid = runner_host_pid(owner)
     keep_job = outcome in REARMABLE or j.idempotency_key
     return (
         j.id, j.kind.value, j.target, j.entity_name, j.entity_key, outcome.value, reason,
@@ -82,11 +84,11 @@ def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprin
         result.output[:ERROR_CHARS] if result and result.output else None,
         j.idempotency_key, fingerprint, j.payload_json,
         # What `retry` and idempotency need to rebuild the job; a plain done job keeps none.
-        job_to_json(j) if keep_job else None,
+        job_to_json(j) if keep_job else None, host, pid,
     )
 
 
 def execution_row(x: Execution) -> tuple:
     return (x.job_id, sec(x.at), x.slot, x.check, x.attempt, x.answer.value, x.status,
             as_float(x.duration_ms), as_float(x.lateness_ms),
-            x.error[:ERROR_CHARS] if x.error else None)
+            x.error[:ERROR_CHARS] if x.error else None, x.host, x.pid)

@@ -24,19 +24,20 @@ HISTORY_COLUMNS = (
     "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
     "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
     "last_status", "error", "output", "idempotency_key", "fingerprint", "payload", "job",
+    "host", "pid",
 )
 HISTORY_COPY_TYPES = (
     "text", "text", "text", "text", "text", "text", "text", "int4", "int4", "timestamptz",
     "timestamptz", "timestamptz", "float8", "float8", "int4", "text", "text", "text", "text",
-    "text", "text",
+    "text", "text", "text", "int4",
 )
 _HISTORY_READ = ("id, kind, target, entity_name, entity_key, outcome, reason, checks, attempts, "
                  "first_check_at, ended_at, created_at, duration_ms, last_status, error, output, "
-                 "payload")
+                 "payload, host, pid")
 EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "status",
-                     "duration_ms", "lateness_ms", "error")
+                     "duration_ms", "lateness_ms", "error", "host", "pid")
 EXECUTION_COPY_TYPES = ("text", "timestamptz", "text", "int4", "int4", "text", "int4", "float8",
-                        "float8", "text")
+                        "float8", "text", "text", "int4")
 
 # The advisory-lock keys (classid) of the owners' sessions and of slot locks; objid is the
 # owner's / slot's 31-bit key. pg_locks shows who holds them: that is "alive".
@@ -102,7 +103,7 @@ TEXTS = {
     WHERE f.id = ANY(ARRAY(
         SELECT f.id FROM {{s}}.future_job f
         WHERE f.next_check_at >= %(slot)s AND f.next_check_at < %(slot_end)s
-          AND {CLAIMABLE} AND {NOT_MINE} {{shard}}
+          AND {CLAIMABLE} AND {NOT_MINE} {{shard}} {{kinds}}
         ORDER BY f.next_check_at, f.id LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED))
     RETURNING {_FJOB}""",
@@ -193,6 +194,11 @@ TEXTS = {
                                      * %(secs)s)
     WHERE status = 'pending'
       AND mod(extract(epoch FROM next_check_at)::numeric, %(secs)s) <> 0""",
+    "note_runner": "INSERT INTO {s}.runner_host (host, kinds, pid, seen_at) "
+                   "VALUES (%s, %s::text, %s, %s) ON CONFLICT (host) DO UPDATE SET "
+                   "kinds = excluded.kinds, pid = excluded.pid, seen_at = excluded.seen_at",
+    "runners": "SELECT host, kinds::json, pid, seen_at FROM {s}.runner_host "
+               "ORDER BY seen_at DESC, host",
     "server": "SELECT current_setting('server_version'), current_database(), "
               "coalesce(inet_server_addr()::text, current_setting('unix_socket_directories'))",
 }

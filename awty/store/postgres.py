@@ -263,8 +263,8 @@ class PostgresStore:
     def executions(self, job_id: str) -> list[Execution]:
         with self._tx("cannot read executions") as cur:
             rows = cur.execute(self.sql.executions, (job_id,)).fetchall()
-        return [Execution(r[0], r[1], r[2], r[3], r[4], Answer(r[5]), r[6], r[7], r[8], r[9])
-                for r in rows]
+        return [Execution(r[0], r[1], r[2], r[3], r[4], Answer(r[5]), r[6], r[7], r[8], r[9],
+                          r[10], r[11]) for r in rows]
 
     def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
         wanted = list(dict.fromkeys(ids))
@@ -518,7 +518,8 @@ class PostgresStore:
         return PgSlotLock(self, lock_key(name))
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
-              limit: int, shard: tuple[int, int] | None = None) -> list[Job]:
+              limit: int, shard: tuple[int, int] | None = None,
+              kinds: Sequence[str] | None = None) -> list[Job]:
         params = {"slot": sec(slot), "slot_end": sec(slot) + _SECOND, "limit": limit,
                   **self._lease(now, owner, lease_until)}
         sql = self.sql.claim
@@ -527,6 +528,11 @@ class PostgresStore:
             params["i"], params["n"] = shard
         else:
             sql = sql.replace("{shard}", "")
+        if kinds is not None:
+            sql = sql.replace("{kinds}", "AND f.kind = ANY(%(kinds)s)")
+            params["kinds"] = list(kinds)
+        else:
+            sql = sql.replace("{kinds}", "")
         with self._tx("cannot claim") as cur:
             rows = cur.execute(sql, params).fetchall()
         return sorted(map(row_to_job, rows), key=run_order)
@@ -577,7 +583,7 @@ class PostgresStore:
                                          ([e.job.id for e in ends], owner)).fetchall())
                 self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
                     history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
-                                 e.lateness) for e in ends if e.job.id in owned])
+                                 e.lateness, owner) for e in ends if e.job.id in owned])
                 applied.update(owned)
             if executions:
                 self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
@@ -600,6 +606,14 @@ class PostgresStore:
             return cur.execute(self.sql.release_stale, {
                 "owner": owner, "clock": self._clock(now),
                 "owner_class": self._owner_class}).rowcount
+
+    def note_runner(self, host: str, pid: int, kinds: Sequence[str], now: datetime) -> None:
+        with self._tx("cannot note the runner") as cur:
+            cur.execute(self.sql.note_runner, (host, Jsonb(list(kinds)), pid, sec(now)))
+
+    def runners(self) -> list[tuple[str, tuple[str, ...], int | None, datetime]]:
+        with self._tx("cannot read the runners") as cur:
+            return [(h, tuple(k), p, at) for h, k, p, at in cur.execute(self.sql.runners)]
 
     # -- moving a home (export / import: pg_portable) -------------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

@@ -116,11 +116,12 @@ def _result_in(t: tuple[Any, ...] | None) -> Result | None:
 
 def _execution_out(e: Execution) -> tuple[Any, ...]:
     return (e.job_id, e.at, e.slot, e.check, e.attempt, e.answer.value, e.status,
-            e.duration_ms, e.lateness_ms, e.error)
+            e.duration_ms, e.lateness_ms, e.error, e.host, e.pid)
 
 
 def _execution_in(t: tuple[Any, ...]) -> Execution:
-    return Execution(t[0], t[1], t[2], t[3], t[4], _ANSWERS[t[5]], t[6], t[7], t[8], t[9])
+    return Execution(t[0], t[1], t[2], t[3], t[4], _ANSWERS[t[5]], t[6], t[7], t[8], t[9],
+                     t[10], t[11])
 
 
 # --- the parent's side ------------------------------------------------------------------------
@@ -218,7 +219,7 @@ class RemoteStore:
         if op in ("claim", "claim_ids"):
             owner, lease_until = kw["owner"], kw["lease_until"]
             body: tuple[Any, ...] = (op, args[0], kw["now"], owner, lease_until, kw.get("limit"),
-                                     kw.get("shard"))
+                                     kw.get("shard"), kw.get("kinds"))
 
             def jobs_in(rows: list[tuple[Any, ...]]) -> list[Job]:
                 jobs = [job_in(t, owner, lease_until) for t in rows]
@@ -389,10 +390,10 @@ def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job])
 def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> Any:
     op = request[0]
     if op in ("claim", "claim_ids"):
-        _, what, now, owner, lease_until, limit, shard = request
+        _, what, now, owner, lease_until, limit, shard, kinds = request
         if op == "claim":
             jobs = store.claim(what, now=now, owner=owner, lease_until=lease_until, limit=limit,
-                               shard=shard)
+                               shard=shard, kinds=kinds)
         else:  # a shard's imported drop-ins, by id
             jobs = store.claim_ids(what, now=now, owner=owner, lease_until=lease_until)
         for j in jobs:

@@ -396,11 +396,15 @@ class SQLiteStore:
             [*params, iso(now), owner])]
         return _ids_json(o for o in owners if o and self.sessions.alive(o) is True)
 
-    def claim(self, slot, *, now, owner, lease_until, limit, shard=None) -> list[Job]:
+    def claim(self, slot, *, now, owner, lease_until, limit, shard=None,
+              kinds=None) -> list[Job]:
         cond, params = "next_check_at = ?", [iso(slot)]
         if shard is not None:
             cond += " AND awty_shard(id, ?) = ?"
             params += [shard[1], shard[0]]
+        if kinds is not None:
+            cond += " AND kind IN (SELECT value FROM json_each(?))"
+            params.append(_ids_json(kinds))
         return self._claim(cond, params, now, owner, lease_until, limit)
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
@@ -441,7 +445,7 @@ class SQLiteStore:
                 owner)).fetchone()
             owned = set(json.loads(owned_json))
             applied = [d for d in decisions if d.job.id in owned]
-            end_rows(c, [d for d in applied if isinstance(d, End)], now)
+            end_rows(c, [d for d in applied if isinstance(d, End)], now, owner)
             forget_started(c, [d.job.id for d in applied if isinstance(d, Reslot)])
             stamp = iso(now)
             c.executemany(
@@ -473,6 +477,17 @@ class SQLiteStore:
                 "(lease_until IS NULL OR lease_until <= ?) AND lease_owner IS ?",
                 (iso(now), iso(now), owner)).rowcount
 
+
+    def note_runner(self, host: str, pid: int, kinds: Sequence[str], now: datetime) -> None:
+        with self._write() as c:
+            c.execute("INSERT INTO runner_host (host, kinds, pid, seen_at) VALUES (?, ?, ?, ?) "
+                      "ON CONFLICT (host) DO UPDATE SET kinds = excluded.kinds, "
+                      "pid = excluded.pid, seen_at = excluded.seen_at",
+                      (host, _ids_json(kinds), pid, iso(now)))
+
+    def runners(self) -> list[tuple[str, tuple[str, ...], int | None, datetime]]:
+        return [(h, tuple(json.loads(k)), p, from_iso(at)) for h, k, p, at in self.conn.execute(
+            "SELECT host, kinds, pid, seen_at FROM runner_host ORDER BY seen_at DESC, host")]
 
     # -- moving a home (export / import) --------------------------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

@@ -41,4 +41,4 @@ def history_values(rows: Iterable[dict[str, Any]]) -> Iterator[tuple]:
         for k in TIME_KEYS:
             d[k] = iso(d[k]) if d[k] is not None else None
         d["job"] = d["job"] or payload_only(d["payload"])
-        yield tuple(d[c] for c in HISTORY_COLUMNS)
+        yield tuple(d.get(c) for c in HISTORY_COLUMNS)

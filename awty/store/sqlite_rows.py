@@ -30,12 +30,12 @@ INSERT_JOB = f"{JOB_HEAD} VALUES ({', '.join('?' * len(JOB_COLUMNS))})"
 HISTORY_COLUMNS = (
     "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
     "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
-    "last_status", "error", "output", "idempotency_key", "fingerprint", "job",
+    "last_status", "error", "output", "idempotency_key", "fingerprint", "job", "host", "pid",
 )
 HISTORY_HEAD = f"INSERT INTO job_history ({', '.join(HISTORY_COLUMNS)})"
 INSERT_HISTORY = f"{HISTORY_HEAD} VALUES ({', '.join('?' * len(HISTORY_COLUMNS))})"
 EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "status",
-                     "duration_ms", "lateness_ms", "error")
+                     "duration_ms", "lateness_ms", "error", "host", "pid")
 EXECUTION_HEAD = f"INSERT INTO job_event ({', '.join(EXECUTION_COLUMNS)})"
 INSERT_EXECUTION = f"{EXECUTION_HEAD} VALUES ({', '.join('?' * len(EXECUTION_COLUMNS))})"
 SELECT_EXECUTION = "SELECT " + ", ".join(EXECUTION_COLUMNS) + " FROM job_event"
@@ -130,19 +130,19 @@ def row_to_history(r: sqlite3.Row) -> HistoryRow:
         checks=r["checks"], attempts=r["attempts"], first_check_at=from_iso(r["first_check_at"]),
         ended_at=from_iso(r["ended_at"]), created_at=opt_time(r["created_at"]),
         duration_ms=r["duration_ms"], last_status=r["last_status"], error=r["error"],
-        output=r["output"], payload_json=payload_of(r["job"]),
+        output=r["output"], payload_json=payload_of(r["job"]), host=r["host"], pid=r["pid"],
     )
 
 
 def execution_to_row(e: Execution) -> tuple:
     return (e.job_id, iso(e.at), e.slot, e.check, e.attempt, e.answer.value, e.status,
-            e.duration_ms, e.lateness_ms, e.error)
+            e.duration_ms, e.lateness_ms, e.error, e.host, e.pid)
 
 
 def row_to_execution(r: tuple) -> Execution:
     return Execution(job_id=r[0], at=from_iso(r[1]), slot=r[2], check=r[3], attempt=r[4],
                      answer=_ANSWERS[r[5]], status=r[6], duration_ms=r[7], lateness_ms=r[8],
-                     error=r[9])
+                     error=r[9], host=r[10], pid=r[11])
 
 
 def where(conditions: list[tuple[str, object]]) -> tuple[str, list]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..errors import Conflict, JobNotFound
+from ..ids import runner_host_pid
 from ..model import Added, End, Job, Outcome, Status, run_order
 from ..slots import iso
 from .jobdict import job_from_json, job_to_json, payload_only_json
@@ -100,11 +101,14 @@ def _by_idempotency_key(c: sqlite3.Connection, key: str) -> tuple[Job, str | Non
     return None
 
 
-def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime) -> None:
-    """Move ended jobs from future_job to one history row each."""
+def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
+             owner: str | None = None) -> None:
+    """Move ended jobs from future_job to one history row each; ``owner``: the runner that
+    ended them (its host and pid go on the rows), None for a cancel."""
     if not ends:
         return
     stamp = iso(now)
+    host, pid = runner_host_pid(owner)
     rows = []
     for e in ends:
         j, r = e.job, e.result
@@ -120,7 +124,7 @@ def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime) -> None:
             r.output[:ERROR_CHARS] if r and r.output else None,
             j.idempotency_key, None,
             job_to_json(j) if e.outcome in REARMABLE or j.idempotency_key
-            else payload_only_json(j),
+            else payload_only_json(j), host, pid,
         ))
     insert_many(c, HISTORY_HEAD, len(HISTORY_COLUMNS), rows)
     # Fingerprints follow the job into history, for idempotency after it ended.

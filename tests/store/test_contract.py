@@ -55,9 +55,9 @@ def ids(jobs) -> list[str]:
 
 
 def claim(store, slot=S1, *, owner=A, now=NOW, lease=timedelta(minutes=5), limit=100,
-          shard=None) -> list[Job]:
+          shard=None, **kw) -> list[Job]:
     return store.claim(slot, now=now, owner=owner, lease_until=now + lease, limit=limit,
-                       shard=shard)
+                       shard=shard, **kw)
 
 
 def end(job: Job, outcome: Outcome = Outcome.DONE, reason: str = "ok") -> End:
@@ -790,3 +790,33 @@ def test_set_cluster_moves_pending_jobs_off_the_new_boundaries_at_once(store):
                      late.id: T0 + timedelta(hours=1),
                      claimed.id: T0 + timedelta(minutes=5)}
     assert store.meta()["settings"] == {"resolution": 20}
+
+
+def test_who_fired_what_host_and_pid_on_executions_and_history(store):
+    a, b = add(store, mk(S1), mk(S1))
+    ca, _ = claim(store, S1)  # owner A is "host-a:100:aaaa"
+    store.start([a.id], owner=A, now=T0)
+    ran = replace(execution(a, T0), host="host-a", pid=100)
+    store.finish([end(ca)], owner=A, now=T0, executions=[ran])
+    assert store.executions(a.id) == [ran]
+    [row] = store.get_history(a.id)
+    assert (row.host, row.pid) == ("host-a", 100)
+    [exported] = [h for h in store.export_history() if h["id"] == a.id]
+    assert (exported["host"], exported["pid"]) == ("host-a", 100)
+    store.cancel([b.id], NOW)  # ended by no runner
+    [cancelled] = store.get_history(b.id)
+    assert (cancelled.host, cancelled.pid) == (None, None)
+
+
+def test_claim_takes_only_the_kinds_asked_for(store):
+    web, cmd, fn = add(store, mk(S1), mk(S1, kind=Kind.EXEC), mk(S1, kind=Kind.PYTHON))
+    assert ids(claim(store, kinds=["http"])) == [web.id]
+    assert ids(claim(store, owner=B, kinds=["python", "exec"])) == [cmd.id, fn.id]
+
+
+def test_runners_note_their_kinds_one_row_per_host(store):
+    store.note_runner("host-a", 100, ["http"], T0)
+    store.note_runner("host-b", 200, ["http", "exec", "python"], T0 + MIN)
+    store.note_runner("host-a", 101, ["http", "exec"], T0 + 2 * MIN)
+    assert store.runners() == [("host-a", ("http", "exec"), 101, T0 + 2 * MIN),
+                               ("host-b", ("http", "exec", "python"), 200, T0 + MIN)]
