@@ -794,10 +794,11 @@ def test_set_cluster_moves_pending_jobs_off_the_new_boundaries_at_once(store):
 
 def test_who_fired_what_host_and_pid_on_executions_and_history(store):
     a, b = add(store, mk(S1), mk(S1))
-    ca, _ = claim(store, S1)  # owner A is "host-a:100:aaaa"
-    store.start([a.id], owner=A, now=T0)
     ran = replace(execution(a, T0), host="host-a", pid=100)
-    store.finish([end(ca)], owner=A, now=T0, executions=[ran])
+    with store.owner_session(A):  # owner A is "host-a:100:aaaa"
+        ca, _ = claim(store, S1)
+        store.start([a.id], owner=A, now=T0)
+        store.finish([end(ca)], owner=A, now=T0, executions=[ran])
     assert store.executions(a.id) == [ran]
     [row] = store.get_history(a.id)
     assert (row.host, row.pid) == ("host-a", 100)
