@@ -242,6 +242,16 @@ _PASSWORD_IN_URL = re.compile(r"(?i)^([a-z][a-z0-9+.-]*://[^/?#@:]*:)[^/?#]*@")
 _PASSWORD_PARAM = re.compile(r"(?i)([?&]password=)[^&#]*")
 
 
+def url_passwords(url: str) -> list[str]:
+    """The password a database URL holds (``user:secret@``, ``password=``), as written and
+    percent-decoded: what a message quoting the URL (a parse error) must not show."""
+    from urllib.parse import unquote
+
+    found = [m.group(0)[len(m.group(1)):-1] for m in [_PASSWORD_IN_URL.match(url)] if m]
+    found += [m.group(0)[len(m.group(1)):] for m in _PASSWORD_PARAM.finditer(url)]
+    return [p for w in found if w for p in dict.fromkeys((w, unquote(w)))]
+
+
 def redact(url: str) -> str:
     """A database URL fit to print or log: the password (``user:secret@`` or ``password=``)
     shown as ``***``. libpq reads passwords from PGPASSWORD or ~/.pgpass too, which never

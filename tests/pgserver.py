@@ -64,14 +64,21 @@ class Cluster:
         self.data = self.dir / "data"
         self.socket = self.dir / "sock"
         self.socket.mkdir()
+        self._files()
         run_as = _unprivileged()
         if run_as:
-            shutil.chown(self.dir, run_as)
-            shutil.chown(self.socket, run_as)
-        self._run([initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres",
+            for p in (self.dir, *self.dir.iterdir()):
+                shutil.chown(p, run_as)
+        self._run([initdb, "-D", str(self.data), *self._auth(), "-U", "postgres",
                    "--no-sync", "-E", "UTF8"], run_as)
         self._run_as = run_as
         self.url = f"postgresql://postgres@/postgres?host={self.socket}"
+
+    def _files(self) -> None:
+        """Files the cluster needs in its directory before initdb (owned by its user)."""
+
+    def _auth(self) -> tuple[str, ...]:
+        return ("-A", "trust")
 
     @staticmethod
     def _run(cmd: list[str], user: str | None) -> None:
@@ -169,3 +176,99 @@ def own_cluster():
         yield c
     finally:
         c.destroy()
+
+
+class Bouncer:
+    """PgBouncer (when installed) in front of a database of the session's server, listening on
+    127.0.0.1 in the given ``pool_mode``: what a pooler does to session advisory locks."""
+
+    def __init__(self, url: str, mode: str) -> None:
+        import socket
+        import time
+
+        from psycopg.conninfo import conninfo_to_dict
+
+        exe = shutil.which("pgbouncer") or next(
+            (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None)
+        if exe is None:
+            raise NoServer("pgbouncer not found")
+        d = conninfo_to_dict(url)
+        self.dir = Path(tempfile.mkdtemp(prefix="awty-bouncer-"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        user = d.get("user", "postgres")
+        (self.dir / "users.txt").write_text(f'"{user}" ""\n')
+        (self.dir / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"{d['dbname']} = host={d.get('host', '127.0.0.1')} port={d.get('port', 5432)} "
+            f"dbname={d['dbname']} user={user}\n"
+            "[pgbouncer]\nlisten_addr = 127.0.0.1\n"
+            f"listen_port = {port}\nunix_socket_dir =\nauth_type = trust\n"
+            f"auth_file = {self.dir / 'users.txt'}\npool_mode = {mode}\n"
+            # a pool of 2 in transaction mode: awty's own connections share it (what the
+            # refusal is about); a session mode pool as a server's, room for every connection
+            f"default_pool_size = {2 if mode == 'transaction' else 20}\n"
+            "ignore_startup_parameters = options,extra_float_digits\n"
+            f"logfile = {self.dir / 'log'}\npidfile = {self.dir / 'pid'}\n")
+        cmd = [exe, str(self.dir / "pgbouncer.ini")]
+        run_as = "postgres" if os.geteuid() == 0 else None
+        if run_as:
+            shutil.chown(self.dir, run_as)
+            for f in self.dir.iterdir():
+                shutil.chown(f, run_as)
+            cmd[1:1] = ["-u", run_as]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise NoServer("pgbouncer did not start") from None
+                time.sleep(0.05)
+        self.url = f"postgresql://{user}@127.0.0.1:{port}/{d['dbname']}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SecureCluster(Cluster):
+    """A throw-away cluster that asks for a password (scram-sha-256) and speaks TLS on
+    127.0.0.1 with a certificate of ``ca`` (a trustme CA): what libpq's sslmode, sslrootcert,
+    PGPASSWORD and PGPASSFILE are for."""
+
+    def __init__(self, password: str, ca) -> None:
+        import socket
+
+        self.password, self.ca = password, ca
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        super().__init__()
+
+    def _auth(self) -> tuple[str, ...]:
+        return ("-A", "scram-sha-256", f"--pwfile={self.dir / 'pw'}")
+
+    def _files(self) -> None:
+        (self.dir / "pw").write_text(self.password + "\n")
+        cert = self.ca.issue_cert("127.0.0.1", "localhost")
+        cert.cert_chain_pems[0].write_to_path(str(self.dir / "server.crt"))
+        cert.private_key_pem.write_to_path(str(self.dir / "server.key"))
+        os.chmod(self.dir / "server.key", 0o600)
+
+    def _ctl(self, *args: str) -> None:
+        opts = (f"-k {self.socket} -c listen_addresses=127.0.0.1 -c port={self.port} "
+                f"-c fsync=off -c ssl=on -c ssl_cert_file={self.dir / 'server.crt'} "
+                f"-c ssl_key_file={self.dir / 'server.key'}")
+        self._run([self.pg_ctl, "-D", str(self.data), "-w", "-t", "60", "-o", opts,
+                   "-l", str(self.dir / "log"), *args], self._run_as)

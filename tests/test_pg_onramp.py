@@ -401,3 +401,136 @@ def test_systemd_system_units_run_as_a_service_account(tmp_path):
                                                "PATH": "/nonexistent"},
                                 system_unit_dir=units)
     assert seen.level == "ok" and "systemd system timer" in seen.detail, seen
+
+
+# --- 6. connection settings ----------------------------------------------------------------
+@pytest.fixture(params=["transaction", "session"])
+def bouncer(request, pg_database):
+    import pgserver
+
+    try:
+        b = pgserver.Bouncer(pg_database.url, request.param)
+    except pgserver.NoServer as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the pooler tests need pgbouncer: {e}", pytrace=False)
+        pytest.skip(f"the pooler tests need pgbouncer: {e}")
+    yield request.param, b.url
+    b.stop()
+
+
+def test_a_pooler_in_transaction_mode_is_refused_in_one_line(tmp_path, pg, bouncer, rx):
+    import json
+
+    _, schema = pg
+    mode, url = bouncer
+    home = tmp_path / "home"
+    env = {"AWTY_DATABASE_SCHEMA": schema}
+    ok(awty("init", "--home", str(home), "--database-url", url, env=env))
+    job = json.loads(ok(awty("add", rx.url("/pooled"), "--in", "1m", "--json", "--home",
+                             str(home), env={"AWTY_NOW": NOW})).stdout)["id"]
+    res = awty("run-slot", "--home", str(home), env={"AWTY_NOW": RUN_AT})
+    if mode == "session":
+        assert res.returncode == 0, res.stderr
+        assert len(rx.requests("/pooled")) == 1
+        return
+    assert res.returncode == 1 and res.stderr.count("\n") == 1, res.stderr
+    assert "a session lock does not hold between transactions here (a pooler such as " \
+        "PgBouncer in transaction mode?)" in res.stderr
+    assert rx.requests("/pooled") == []
+    shown = json.loads(ok(awty("show", job, "--json", "--home", str(home))).stdout)
+    assert shown["state"] == "pending" and shown["lease_until"] is None  # nothing claimed
+
+
+PASSWORD = "s3cret-pw"
+
+
+@pytest.fixture(scope="module")
+def secure():
+    """A server of its own that asks for a password and speaks TLS (a trustme CA)."""
+    import trustme
+
+    import pgserver
+
+    ca = trustme.CA()
+    try:
+        cluster = pgserver.SecureCluster(PASSWORD, ca)
+        cluster.start()
+    except pgserver.NoServer as e:
+        pytest.fail(pgserver.unavailable(str(e)), pytrace=False)
+    ca_file = cluster.dir / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    yield cluster, ca_file
+    cluster.destroy()
+
+
+def test_libpq_parameters_and_passwords_pass_through_and_never_show(tmp_path, secure):
+    import trustme
+
+    cluster, ca = secure
+    at = f"127.0.0.1:{cluster.port}/postgres"
+    tls = f"sslmode=verify-full&sslrootcert={ca}"
+    env = {"AWTY_DATABASE_SCHEMA": "tls", "AWTY_NOW": NOW}
+    seen = []
+
+    def run(*args, extra=None):
+        res = awty(*args, env={**env, **(extra or {})})
+        seen.append(res.stdout + res.stderr)
+        return res
+
+    home = tmp_path / "home"
+    url = f"postgresql://postgres:{PASSWORD}@{at}?{tls}"
+    ok(run("init", "--home", str(home), "--database-url", url))
+    for command in (["add", "https://example.com/tls", "--in", "1m"], ["list"], ["config"],
+                    ["config", "--cluster"], ["crontab"], ["systemd"], ["doctor"],
+                    ["export", "--move", url, "-o", str(tmp_path / "x.jsonl")],
+                    ["add", "https://example.com/after-move", "--in", "1m"]):
+        run(*command, "--home", str(home))
+    assert "postgresql://postgres:***@" in "".join(seen)
+    # libpq's own ways to give the password: PGPASSWORD, PGPASSFILE (no password in the URL)
+    bare = f"postgresql://postgres@{at}?{tls}"
+    ok(run("list", "--home", str(tmp_path / "h2"), "--database-url", bare,
+           extra={"PGPASSWORD": PASSWORD}))
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"127.0.0.1:{cluster.port}:*:postgres:{PASSWORD}\n")
+    passfile.chmod(0o600)
+    ok(run("list", "--home", str(tmp_path / "h3"), "--database-url", bare,
+           extra={"PGPASSFILE": str(passfile)}))
+    # a refused password, a certificate of another CA: one line each, and no password
+    for bad, why in ((url.replace(PASSWORD, "wrong-pw"), "password authentication failed"),
+                     (url.replace(str(ca), str(tmp_path / "other-ca.pem")), "certificate"),
+                     (url.replace(PASSWORD, PASSWORD + " x"), "percent-encoded")):
+        trustme.CA().cert_pem.write_to_path(str(tmp_path / "other-ca.pem"))
+        res = run("list", "--home", str(tmp_path / "h4"), "--database-url", bad)
+        assert res.returncode in (1, 2) and res.stderr.count("\n") == 1, res.stderr
+        assert why in res.stderr, res.stderr
+    assert not any(PASSWORD in text or "wrong-pw" in text for text in seen), seen
+    logs = "".join(p.read_text() for p in tmp_path.rglob("awty.log"))
+    assert PASSWORD not in logs
+    assert (home / "awty.toml").stat().st_mode & 0o777 == 0o600  # the URL kept for cron
+
+
+def test_pool_size_and_connect_timeout_are_settings(tmp_path, pg):
+    import socket
+    import time
+
+    url, schema = pg
+    from awty.api import Awty
+
+    ok(awty("init", "--home", str(tmp_path / "h"), "--database-url", url,
+            env={"AWTY_DATABASE_SCHEMA": schema}))
+    with Awty(tmp_path / "h", env={"AWTY_DATABASE_CONNECT_TIMEOUT": "2s"},
+              database_pool_size=1) as a:
+        assert len(list(a.list())) == 0
+        assert (a.store._pool.max_size, a.store._kwargs["connect_timeout"]) == (1, 2)
+        assert a.store.spec() == a.store.spec().replace(pool_size=1, connect_timeout=2.0)
+    # a server that accepts the connection and never answers: the timeout, not libpq's wait
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)
+        silent = f"postgresql://awty@127.0.0.1:{mute.getsockname()[1]}/awty"
+        started = time.monotonic()
+        res = awty("list", "--home", str(tmp_path / "m"), "--database-url", silent,
+                   env={"AWTY_DATABASE_CONNECT_TIMEOUT": "1s"})
+        took = time.monotonic() - started
+    assert res.returncode == 1 and res.stderr.count("\n") == 1, res.stderr
+    assert "timeout expired" in res.stderr and took < 20  # (libpq's default: wait for ever)

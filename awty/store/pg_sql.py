@@ -176,6 +176,11 @@ TEXTS = {
     FROM {s}.job_execution WHERE at >= %s AND lateness_ms IS NOT NULL""",
     "owner_alive": "SELECT %(owner_key)s IN (" + ALIVE + ")",
     "session_lock": "SELECT pg_advisory_lock_shared(%s, %s)",
+    # the session lock is held by the backend this statement runs on (not so behind a pooler
+    # in transaction mode)
+    "session_holds": "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() "
+                     "AND locktype = 'advisory' AND granted AND objsubid = 2 "
+                     "AND classid = %s AND objid::bigint = %s)",
     "session_unlock": "SELECT pg_advisory_unlock_shared(%s, %s)",
     "slot_lock": "SELECT pg_try_advisory_lock_shared(%s, %s)",
     "slot_holders": """SELECT a.pid, coalesce(host(a.client_addr), 'local socket'),

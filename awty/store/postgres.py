@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -25,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from ..config import SCHEMA_NAME
+from ..config import SCHEMA_NAME, url_passwords
 from ..slots import iso, parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError
 from ..model import (
@@ -53,9 +54,12 @@ _CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interv
                       "keepalives_count": 3}
 
 
-def _one_line(e: BaseException) -> str:
+def _one_line(e: BaseException, hide: Sequence[str] = ()) -> str:
     text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0].strip()
+    line = text.splitlines()[0].strip()
+    for secret in hide:  # a message quoting the URL (a parse error) shows no password
+        line = line.replace(secret, "***")
+    return line
 
 
 class PostgresStore:
@@ -75,7 +79,8 @@ class PostgresStore:
         try:
             info = conninfo_to_dict(url)
         except psycopg.ProgrammingError as e:
-            raise InvalidInput(f"database_url is not a PostgreSQL URL: {_one_line(e)}") from None
+            raise InvalidInput("database_url is not a PostgreSQL URL: "
+                               f"{_one_line(e, url_passwords(url))}") from None
         host = info.get("host") or info.get("hostaddr") or "local socket"
         self.where = f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
         # Times come back as UTC datetimes; the URL's own options (search_path…) are kept.
@@ -87,6 +92,7 @@ class PostgresStore:
         self._slot_class = lock_key(f"awty-slot:{schema}")
         self._idempotency_class = lock_key(f"awty-idempotency:{schema}")
         self._sessions: dict[str, psycopg.Connection] = {}
+        self._session_checked = False  # a pooler in transaction mode refused (once)
         self._pool: ConnectionPool | None = None
         try:
             with self._connect(autocommit=True) as conn:
@@ -499,6 +505,9 @@ class PostgresStore:
             if conn.info.server_version >= 140000:
                 conn.execute("SET idle_session_timeout = 0")
             conn.execute(self.sql.session_lock, (self._owner_class, lock_key(owner)))
+            if not self._session_checked:
+                self._session_holds(conn, lock_key(owner))
+                self._session_checked = True
         except psycopg.Error as e:
             raise self._error(e, "cannot open the runner's session") from None
         self._sessions[owner] = conn
@@ -511,6 +520,52 @@ class PostgresStore:
             except psycopg.Error:
                 pass
             conn.close()
+
+    def _session_holds(self, conn, key: int) -> None:
+        """Refuse a pooler in transaction mode (PgBouncer's ``pool_mode = transaction``): it
+        hands each transaction to any server connection, so the session lock just taken stays
+        on a backend this connection no longer owns, and every liveness answer built on it
+        would be wrong. A second connection holds a transaction open (in such a pooler it gets
+        the server the lock went to: pools hand back the last one used, and a pool of one has
+        no other); this one must then still be on a backend holding the lock, and answer
+        within the connect timeout. A second connection that gets no server in that time
+        tells nothing (a busy pool in session mode): the run goes on. Once per store."""
+        pinned, release, failed = threading.Event(), threading.Event(), []
+
+        def hold() -> None:
+            try:
+                with psycopg.connect(self.url, **self._kwargs) as probe:
+                    probe.execute("SELECT 1")  # a transaction left open: its server pinned
+                    pinned.set()
+                    release.wait()
+                    probe.rollback()
+            except psycopg.Error:
+                failed.append(True)
+                pinned.set()
+
+        held: list[bool] = []
+
+        def ask() -> None:
+            try:
+                held.append(conn.execute(self.sql.session_holds,
+                                         (self._owner_class, key)).fetchone()[0])
+            except psycopg.Error:
+                held.append(False)
+
+        threading.Thread(target=hold, daemon=True, name="awty-pool-probe").start()
+        if not pinned.wait(self.connect_timeout) or failed:
+            release.set()
+            return
+        asking = threading.Thread(target=ask, daemon=True, name="awty-pool-ask")
+        asking.start()
+        asking.join(self.connect_timeout)
+        release.set()
+        asking.join()
+        if not (held and held[0]):
+            raise StoreError(f"PostgreSQL at {self.where}: a session lock does not hold "
+                             "between transactions here (a pooler such as PgBouncer in "
+                             "transaction mode?): point database_url at the server, or at a "
+                             "pool in session mode")
 
     def slot_lock(self, slot: datetime, shard: tuple[int, int] | None = None) -> PgSlotLock:
         name = f"{sec(slot).isoformat()}/{shard[0]}:{shard[1]}" if shard else \
