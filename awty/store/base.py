@@ -1,6 +1,8 @@
 """The store contract: everything any caller (runner, facade, doctor, stats) asks of a store.
 SQLite (+ the slot tree) is the embedded default; PostgreSQL implements exactly this, and the
-runner never learns which one it has. Nothing outside ``awty/store/`` holds SQL.
+runner never learns which one it has. Nothing outside ``awty/store/`` holds SQL. What the
+rules below decide is written once, in ``rules`` (each store reads and writes around it), and
+a store is opened only through ``store.open(spec)``.
 
 Rules every implementation keeps (``tests/store/test_contract.py`` checks each, per store):
 

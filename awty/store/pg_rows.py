@@ -8,12 +8,10 @@ import zlib
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..ids import runner_host_pid
 from ..model import Execution, HistoryRow, Job, Kind, Outcome, Status
+from . import rules
 from .jobdict import job_to_json
 
-ERROR_CHARS = 2000
-REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
 KINDS = {k.value: k for k in Kind}
 STATUSES = {s.value: s for s in Status}
 COMPACT = json.JSONEncoder(separators=(",", ":")).encode
@@ -70,25 +68,20 @@ def row_to_history(r: Sequence) -> HistoryRow:
 
 
 def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprint,
-                 result=None, lateness: float | None = None, owner: str | None = None) -> tuple:
-    ran = 1 if result is not None else 0
-    host, pid = runner_host_pid(owner)
-    keep_job = outcome in REARMABLE or j.idempotency_key
+                result=None, lateness: float | None = None, owner: str | None = None) -> tuple:
+    """A history row (``HISTORY_COLUMNS``) of ``j`` ending as ``rules.ended`` says."""
+    checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
+        j, outcome, result, lateness, owner)
     return (
         j.id, j.kind.value, j.target, j.entity_name, j.entity_key, outcome.value, reason,
-        j.check_count + ran, j.attempt + ran, sec(j.first_check_at), now, sec(j.created_at),
-        round(result.duration * 1000.0, 3) if result else None,
-        round(lateness * 1000.0, 3) if lateness is not None else None,
-        result.status if result else None,
-        result.error[:ERROR_CHARS] if result and result.error else None,
-        result.output[:ERROR_CHARS] if result and result.output else None,
-        j.idempotency_key, fingerprint, j.payload_json,
+        checks, attempts, sec(j.first_check_at), now, sec(j.created_at), ms, late, status,
+        error, output, j.idempotency_key, fingerprint, j.payload_json,
         # What `retry` and idempotency need to rebuild the job; a plain done job keeps none.
-        job_to_json(j) if keep_job else None, host, pid,
+        job_to_json(j) if keep else None, host, pid,
     )
 
 
 def execution_row(x: Execution) -> tuple:
     return (x.job_id, sec(x.at), x.slot, x.check, x.attempt, x.answer.value, x.status,
             as_float(x.duration_ms), as_float(x.lateness_ms),
-            x.error[:ERROR_CHARS] if x.error else None, x.host, x.pid)
+            x.error[:rules.ERROR_CHARS] if x.error else None, x.host, x.pid)

@@ -59,8 +59,9 @@ CLAIMABLE = ("(f.status = 'pending' OR (f.lease_until <= " + CLOCK + " AND (f.le
 # A claimer never takes back its own expired leases: those jobs are still in its hands (its
 # clock jumped past their lease), and claiming them again would run them twice.
 NOT_MINE = "f.lease_owner IS DISTINCT FROM %(owner)s"
-RUNNING = ("(f.status = 'in_flight' AND f.started_at IS NOT NULL AND (f.lease_until > " + CLOCK
-           + " OR f.lease_key IN (" + ALIVE + ")))")
+# What ``rules.running`` needs of a row besides the job: is its owner's session held, and the
+# lease clock's now (an owner's liveness is always known here: a session lock, held or not).
+LIVENESS = "f.lease_key IN (" + ALIVE + "), " + CLOCK
 
 TEXTS = {
     "copy_jobs": f"COPY {{s}}.future_job ({_JOB}, fingerprint, shard_key) FROM STDIN "
@@ -76,7 +77,7 @@ TEXTS = {
                        "FROM {s}.job_history WHERE idempotency_key = ANY(%s) "
                        "ORDER BY idempotency_key, seq DESC",
     "get": f"SELECT {_JOB} FROM {{s}}.future_job WHERE id = %s",
-    "get_for_update": f"SELECT {_JOB}, {RUNNING} FROM {{s}}.future_job f WHERE id = %(id)s "
+    "get_for_update": f"SELECT {_JOB}, {LIVENESS} FROM {{s}}.future_job f WHERE id = %(id)s "
                       "FOR UPDATE",
     "get_history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history WHERE id = %s ORDER BY seq",
     "executions": f"SELECT {', '.join(EXECUTION_COLUMNS)} FROM {{s}}.job_execution "
@@ -138,7 +139,7 @@ TEXTS = {
         lease_key = NULL, lease_until = NULL, started_at = NULL
     WHERE f.status = 'in_flight' AND f.lease_owner IS NOT DISTINCT FROM %(owner)s
       AND {CLAIMABLE}""",
-    "cancel_select": f"SELECT {_JOB}, fingerprint, {RUNNING} FROM {{s}}.future_job f "
+    "cancel_select": f"SELECT {_JOB}, fingerprint, {LIVENESS} FROM {{s}}.future_job f "
                      "WHERE {where} ORDER BY next_check_at, id FOR UPDATE",
     "reschedule": f"""UPDATE {{s}}.future_job SET next_check_at = %s, status = 'pending',
         lease_owner = NULL, lease_key = NULL, lease_until = NULL, started_at = NULL,

@@ -31,14 +31,13 @@ from ..slots import iso, parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError
 from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
-    Outcome, Reslot, Status, StoreHealth, StoreStats, run_order,
+    Outcome, Reslot, StoreHealth, StoreStats, run_order,
 )
-from . import pg_migrations, pg_portable
+from . import pg_migrations, pg_portable, rules
 from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
 from .pg_rows import (
-    ERROR_CHARS, execution_row, history_row, job_to_row, lock_key, row_to_history,
-    row_to_job, sec,
+    execution_row, history_row, job_to_row, lock_key, row_to_history, row_to_job, sec,
 )
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
 from .spec import StoreSpec
@@ -135,7 +134,8 @@ class PostgresStore:
 
     def _error(self, e: BaseException, what: str) -> Exception:
         if isinstance(e, pg_errors.UniqueViolation):
-            return Conflict(f"{what}: {_one_line(e)}")
+            return rules.id_taken() if what == "cannot add" else Conflict(
+                f"{what}: {_one_line(e)}")
         if isinstance(e, (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName)):
             return StoreError(f'no awty schema "{self.schema}" at {self.where}: '
                               "run `awty init`")
@@ -219,9 +219,7 @@ class PostgresStore:
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
-        pairs = list(zip(jobs, fingerprints, strict=True))
-        keys = sorted({j.idempotency_key for j, _ in pairs if j.idempotency_key})
-        out: list[Added] = []
+        keys = sorted({j.idempotency_key for j in jobs if j.idempotency_key})
         with self._tx("cannot add") as cur:
             known: dict[str, tuple[Job, str | None]] = {}
             if keys:
@@ -235,23 +233,8 @@ class PostgresStore:
                     cur.execute(self.sql.history_by_keys, (missing,))
                     for key, fp, text in cur.fetchall():
                         known[key] = (job_from_json(text), fp)
-            rows = []
-            for j, fp in pairs:
-                key = j.idempotency_key
-                if key and key in known:
-                    existing, known_fp = known[key]
-                    if known_fp != fp:
-                        raise Conflict(f"idempotency key {key!r} already names job "
-                                       f"{existing.id}, which is a different job")
-                    out.append(Added(existing, False))
-                    continue
-                rows.append((j, fp))
-                out.append(Added(j, True))
-                if key:
-                    known[key] = (j, fp)
+            out, rows = rules.admit(jobs, fingerprints, known)
             if rows:
-                # in run order, as SQLite's add_jobs (why there): a slot's rows sit together
-                rows.sort(key=lambda pair: run_order(pair[0]))
                 self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
                            [job_to_row(j, fp) for j, fp in rows])
         return out
@@ -413,11 +396,11 @@ class PostgresStore:
         cancelled, running, history = [], [], []
         for r in rows:
             job = row_to_job(r)
-            if r[-1]:
+            if rules.running(job, r[-2], r[-1]):
                 running.append(job)
             else:
                 cancelled.append(job)
-                history.append(history_row(job, Outcome.CANCELLED, reason, now, r[-2]))
+                history.append(history_row(job, Outcome.CANCELLED, reason, now, r[-3]))
         if cancelled:
             self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, history)
             cur.execute(self.sql.delete_jobs, ([j.id for j in cancelled],))
@@ -450,9 +433,8 @@ class PostgresStore:
             if r is None:
                 raise JobNotFound(job_id)
             job = row_to_job(r)
-            if r[-1]:
-                raise Conflict(f"job {job_id} is running now (started by {job.lease_owner}); "
-                               "try again when it ends")
+            if rules.running(job, r[-2], r[-1]):
+                raise rules.being_delivered(job)
             r = cur.execute(self.sql.reschedule, (sec(next_check_at), now, job_id)).fetchone()
         return row_to_job(r)
 
@@ -460,23 +442,16 @@ class PostgresStore:
         now = sec(now)
         with self._tx("cannot retry") as cur:
             if cur.execute(self.sql.in_future, (job_id,)).fetchone():
-                raise Conflict(f"job {job_id} is still pending; nothing to retry")
+                raise rules.still_pending(job_id)
             h = cur.execute(self.sql.last_history, (job_id,)).fetchone()
             if h is None:
                 raise JobNotFound(job_id)
             text, fp, outcome = h
-            if text is None:
-                raise Conflict(f"job {job_id} ended {outcome}; only failed, expired or "
-                               "cancelled jobs can be re-armed")
-            old = job_from_json(text)
-            key = old.idempotency_key
-            if key and cur.execute(self.sql.key_in_future, (key,)).fetchone():
-                key = None  # another live job took the key since; keep the retry keyless
-            job = Job(**{**{f: getattr(old, f) for f in old.__slots__},
-                         "next_check_at": sec(next_check_at), "check_count": 0, "attempt": 0,
-                         "status": Status.PENDING, "idempotency_key": key, "updated_at": now,
-                         "lease_owner": None, "lease_until": None, "started_at": None,
-                         "last_error": None})
+            old = job_from_json(text) if text is not None else None
+            key = old.idempotency_key if old is not None else None
+            job = rules.rearm(job_id, old, outcome, next_check_at=sec(next_check_at), now=now,
+                              key_free=not (key and cur.execute(self.sql.key_in_future,
+                                                                (key,)).fetchone()))
             self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
         return job
 
@@ -630,8 +605,7 @@ class PostgresStore:
                     now, [d.job.id for d in reslots], [sec(d.next_check_at) for d in reslots],
                     [d.check_count for d in reslots], [d.attempt for d in reslots],
                     # the decision's error, else the result's (as SQLite keeps it)
-                    [(d.error or (d.result.error if d.result else None) or "")[:ERROR_CHARS]
-                     or None for d in reslots], owner))
+                    [rules.last_error(d.error, d.result) for d in reslots], owner))
                 applied.update(r[0] for r in cur.fetchall())
             if ends:
                 owned = dict(cur.execute(self.sql.end_owned,

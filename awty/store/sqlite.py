@@ -18,14 +18,14 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import Conflict, JobNotFound, StoreError
-from ..ids import runner_label, shard_of
+from ..errors import JobNotFound, StoreError
+from ..ids import shard_of
 from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Outcome, Reslot,
-    Status, StoreHealth, StoreStats,
+    StoreHealth, StoreStats,
 )
 from ..slots import from_iso, is_boundary, iso, slot_for
-from . import migrations, sqlite_portable, sqlite_reports
+from . import migrations, rules, sqlite_portable, sqlite_reports
 from .filelocks import FlockSlotLock, OwnerSessions
 from .spec import StoreSpec
 from .sqlite_rows import (
@@ -33,7 +33,7 @@ from .sqlite_rows import (
     SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many, job_filters,
     row_to_execution, row_to_history, row_to_job, translate, where,
 )
-from .sqlite_write import ERROR_CHARS, add_jobs, end_rows, forget_started, retry_job
+from .sqlite_write import add_jobs, end_rows, forget_started, retry_job
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
@@ -224,8 +224,8 @@ class SQLiteStore:
         try:
             with self._write() as c:
                 return add_jobs(c, jobs, fingerprints)
-        except sqlite3.IntegrityError as e:
-            raise Conflict(f"job already exists ({e})") from None
+        except sqlite3.IntegrityError:
+            raise rules.id_taken() from None
         except sqlite3.OperationalError as e:
             raise translate(e, "cannot add") from None
 
@@ -317,13 +317,9 @@ class SQLiteStore:
 
     # -- changing -------------------------------------------------------------------------
     def _running(self, job: Job, now: datetime) -> bool:
-        """Started and (as far as anyone can tell) still being executed: see base's rules."""
-        if job.status is not Status.IN_FLIGHT or job.started_at is None:
-            return False
-        alive = self.sessions.alive(job.lease_owner)
-        if alive is None:
-            return job.lease_until is not None and job.lease_until > now
-        return alive
+        """``rules.running``, the owner's liveness read from its session's flock."""
+        alive = self.sessions.alive(job.lease_owner) if job.started_at is not None else None
+        return rules.running(job, alive, now)
 
     def _select(self, c, ids: Sequence[str]) -> list[Job]:
         return [row_to_job(r) for r in c.execute(
@@ -359,9 +355,7 @@ class SQLiteStore:
                 raise JobNotFound(job_id)
             job = row_to_job(r)
             if self._running(job, now):
-                raise Conflict(f"job {job_id} is being delivered now "
-                               f"({runner_label(job.lease_owner)}, owner {job.lease_owner}); "
-                               "its outcome will be in history")
+                raise rules.being_delivered(job)
             c.execute(f"UPDATE future_job SET next_check_at = ?, {_TO_PENDING} WHERE id = ?",
                       (iso(next_check_at), iso(now), job_id))
         return self.get(job_id)  # type: ignore[return-value]
@@ -452,7 +446,7 @@ class SQLiteStore:
                 "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
                 f"{_TO_PENDING}, last_error = ?, last_status = ? WHERE id = ?",
                 [(iso(m.next_check_at), m.check_count, m.attempt, stamp,
-                  (m.error or (m.result.error if m.result else None) or "")[:ERROR_CHARS] or None,
+                  rules.last_error(m.error, m.result),
                   m.result.status if m.result else None, m.job.id)
                  for m in applied if isinstance(m, Reslot)])
             insert_many(c, EXECUTION_HEAD, len(EXECUTION_COLUMNS),

@@ -1,5 +1,6 @@
 """The SQLite store's multi-row writes, each run inside the caller's ``BEGIN IMMEDIATE``:
-adding with idempotency keys, ending jobs into history, re-arming an ended job."""
+adding with idempotency keys, ending jobs into history, re-arming an ended job (what each
+decides is ``rules``'; here only how SQLite reads and writes it)."""
 
 from __future__ import annotations
 
@@ -8,61 +9,32 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..errors import Conflict, JobNotFound
-from ..ids import runner_host_pid
-from ..model import Added, End, Job, Outcome, Status, run_order
+from ..errors import JobNotFound
+from ..model import Added, End, Job
 from ..slots import iso
-from .jobdict import job_from_json, job_to_json, payload_only_json
+from . import rules
+from .jobdict import job_from_json, job_to_json, payload_only_json, whole_job
 from .sqlite_rows import (
     FINGERPRINT, HISTORY_COLUMNS, HISTORY_HEAD, INSERT_JOB, SELECT_JOB, insert_many, job_to_row,
     opt_iso, row_to_job,
 )
 
-ERROR_CHARS = 2000
-REARMABLE = (Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED)
-
 
 def add_jobs(c: sqlite3.Connection, jobs: Sequence[Job],
              fingerprints: Sequence[str | None]) -> list[Added]:
-    """Insert all or none (see ``Store.add``)."""
-    out: list[Added] = []
-    keyed = [(j, f) for j, f in zip(jobs, fingerprints, strict=True) if j.idempotency_key]
-    existing: dict[str, Job] = {}
-    seen: dict[str, str | None] = {}
-    for j, f in keyed:
-        key = j.idempotency_key
-        if key in seen:
-            if seen[key] != f:
-                raise Conflict(f"idempotency key {key!r} is used twice in this batch "
-                               "for different jobs")
-            continue
-        seen[key] = f
+    """Insert all or none (see ``Store.add``; the keys' rule is ``rules.admit``)."""
+    known: dict[str, tuple[Job, str | None]] = {}
+    for key in dict.fromkeys(j.idempotency_key for j in jobs if j.idempotency_key):
         found = _by_idempotency_key(c, key)
         if found is not None:
-            job, fp = found
-            if fp != f:
-                raise Conflict(f"idempotency key {key!r} already names job {job.id}, "
-                               "which is a different job")
-            existing[key] = job
-    rows, firsts = [], {}
-    for j, f in zip(jobs, fingerprints, strict=True):
-        key = j.idempotency_key
-        if key and key in existing:
-            out.append(Added(existing[key], False))
-        elif key and key in firsts:
-            out.append(Added(firsts[key], False))
-        else:
-            rows.append((j, f))
-            out.append(Added(j, True))
-            if key:
-                firsts[key] = j
-    # A batch's rows go in in the order runs take them: a slot's rows then sit together in the
-    # table, in the order a run claims and deletes them. A batch interleaves due times, and ids
-    # given or made elsewhere follow no order: in the order given, a 1,000-job claim of a
-    # 100,000-job slot dirtied ~1,000 table pages (3.5 KB of WAL a job) where ~50 hold its rows
-    # (in-process, claim 17.6 -> 9.7 µs a job, finish 39 -> 25 µs; measured before
-    # ``model.new_id`` made one process's ids of one moment in order).
-    rows.sort(key=lambda pair: run_order(pair[0]))
+            known[key] = found
+    out, rows = rules.admit(jobs, fingerprints, known)
+    # A batch's rows go in in the order runs take them (``admit`` sorts them): a slot's rows
+    # then sit together in the table, in the order a run claims and deletes them. A batch
+    # interleaves due times, and ids given or made elsewhere follow no order: in the order
+    # given, a 1,000-job claim of a 100,000-job slot dirtied ~1,000 table pages (3.5 KB of WAL
+    # a job) where ~50 hold its rows (in-process, claim 17.6 -> 9.7 µs a job, finish 39 -> 25
+    # µs; measured before ``model.new_id`` made one process's ids of one moment in order).
     _insert_jobs(c, [job_to_row(j, f) for j, f in rows])
     return out
 
@@ -103,28 +75,21 @@ def _by_idempotency_key(c: sqlite3.Connection, key: str) -> tuple[Job, str | Non
 
 def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
              owner: str | None = None) -> None:
-    """Move ended jobs from future_job to one history row each; ``owner``: the runner that
-    ended them (its host and pid go on the rows), None for a cancel."""
+    """Move ended jobs from future_job to one history row each (``rules.ended``); ``owner``:
+    the runner that ended them, None for a cancel."""
     if not ends:
         return
     stamp = iso(now)
-    host, pid = runner_host_pid(owner)
     rows = []
     for e in ends:
-        j, r = e.job, e.result
+        j = e.job
+        checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
+            j, e.outcome, e.result, e.lateness, owner)
         rows.append((
             j.id, j.kind.value, j.target, j.entity_name, j.entity_key, e.outcome.value,
-            e.reason, j.check_count + (1 if r is not None else 0),
-            j.attempt + (1 if r is not None else 0),
-            iso(j.first_check_at), stamp, opt_iso(j.created_at),
-            round(r.duration * 1000, 3) if r else None,
-            round(e.lateness * 1000, 3) if e.lateness is not None else None,
-            r.status if r else None,
-            r.error[:ERROR_CHARS] if r and r.error else None,
-            r.output[:ERROR_CHARS] if r and r.output else None,
-            j.idempotency_key, None,
-            job_to_json(j) if e.outcome in REARMABLE or j.idempotency_key
-            else payload_only_json(j), host, pid,
+            e.reason, checks, attempts, iso(j.first_check_at), stamp, opt_iso(j.created_at),
+            ms, late, status, error, output, j.idempotency_key, None,
+            job_to_json(j) if keep else payload_only_json(j), host, pid,
         ))
     insert_many(c, HISTORY_HEAD, len(HISTORY_COLUMNS), rows)
     # Fingerprints follow the job into history, for idempotency after it ended.
@@ -147,23 +112,18 @@ def forget_started(c: sqlite3.Connection, ids: list[str]) -> None:
 
 def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
               now: datetime) -> Job:
-    """Re-arm an ended job as pending (see ``Store.retry``)."""
+    """Re-arm an ended job as pending (see ``Store.retry``; the rule is ``rules.rearm``)."""
     if c.execute("SELECT 1 FROM future_job WHERE id = ?", (job_id,)).fetchone():
-        raise Conflict(f"job {job_id} is still pending; nothing to retry")
+        raise rules.still_pending(job_id)
     h = c.execute("SELECT job, fingerprint, outcome FROM job_history WHERE id = ? "
                   "ORDER BY seq DESC LIMIT 1", (job_id,)).fetchone()
     if h is None:
         raise JobNotFound(job_id)
-    if h[2] not in REARMABLE and '"target"' not in h[0]:
-        raise Conflict(f"job {job_id} ended {h[2]}; only failed, expired or cancelled "
-                       "jobs can be re-armed")
-    old = job_from_json(h[0])
-    key = old.idempotency_key
-    if key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
-                         (key,)).fetchone():
-        key = None  # another live job took the key since; keep the retry keyless
-    job = old.replace(next_check_at=next_check_at, check_count=0, attempt=0,
-                  status=Status.PENDING, idempotency_key=key, updated_at=now,
-                  lease_owner=None, lease_until=None, last_error=None, started_at=None)
+    kept = whole_job(h[0])
+    old = job_from_json(kept) if kept is not None else None
+    key = old.idempotency_key if old is not None else None
+    job = rules.rearm(job_id, old, h[2], next_check_at=next_check_at, now=now, key_free=not (
+        key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
+                          (key,)).fetchone()))
     c.execute(INSERT_JOB, job_to_row(job, h[1]))
     return job

@@ -501,13 +501,71 @@ def test_cancel_leaves_running_job_of_live_owner(store, case, holders):
     assert store.get_history(j.id)[0].outcome is Outcome.CANCELLED
 
 
-def test_cancel_started_without_session_judged_by_lease(store):
+def test_cancel_started_without_session_judged_by_lease(store, case):
     [j] = add(store, mk(S1))
     claim(store, S1, owner=A, lease=timedelta(seconds=30))
     with store.owner_session(A):  # closed: its owner gone, or never known (SQLite)
         store.start([j.id], owner=A, now=NOW)
+    if case.kind == "postgres":
+        # no session lock held: the owner is gone (base.py: PostgreSQL always knows), so
+        # the job is not being delivered, whatever its lease says
+        assert ids(store.cancel([j.id], NOW + timedelta(seconds=29)).cancelled) == [j.id]
+        return
     assert ids(store.cancel([j.id], NOW + timedelta(seconds=29)).running) == [j.id]
     assert ids(store.cancel([j.id], NOW + timedelta(seconds=30)).cancelled) == [j.id]
+
+
+def test_a_started_job_of_a_dead_owner_may_be_cancelled_while_its_lease_is_live(
+        store, case, holders):
+    """base.py: a started job whose owner is dead is not running, however long its lease
+    still runs (PostgreSQL reported it "being delivered" until the lease ran out)."""
+    h = hold(case, holders, A)
+    first, second = add(store, mk(S1), mk(S1))
+    claim(store, S1, owner=A, lease=timedelta(minutes=10))
+    assert store.start([first.id, second.id], owner=A, now=NOW) == [first.id, second.id]
+    assert ids(store.cancel([first.id], NOW).running) == [first.id]  # alive: delivering
+    h.kill()
+    wait_dead(store, A, NOW)
+    soon = NOW + timedelta(minutes=1)  # the lease runs 9 more minutes
+    assert ids(store.cancel([first.id], soon).cancelled) == [first.id]
+    moved = store.reschedule(second.id, S3, soon)
+    assert (moved.status, moved.next_check_at, moved.lease_owner) == (Status.PENDING, S3, None)
+
+
+def test_every_conflict_says_the_same_on_every_store(store, case, holders):
+    """Each refusal's text is ``rules``' own, so a caller (and a test) reads the same words
+    whichever store a home uses."""
+    from awty.store import rules
+
+    def refused(call) -> str:
+        with pytest.raises(Conflict) as e:
+            call()
+        return str(e.value)
+
+    [held] = add(store, mk(S1, idem="k1"), fp="a")
+    assert refused(lambda: add(store, mk(S1, idem="k1"), fp="b")) == \
+        str(rules.key_taken("k1", held.id))
+    assert refused(lambda: store.add([mk(S1, idem="k2"), mk(S1, idem="k2")], ["a", "b"])) \
+        == str(rules.key_twice("k2"))
+    assert refused(lambda: store.add([held.replace(idempotency_key=None)], [None])) == \
+        str(rules.id_taken())
+    store.cancel([held.id], NOW)  # the key lives on in history
+    assert refused(lambda: add(store, mk(S1, idem="k1"), fp="c")) == \
+        str(rules.key_taken("k1", held.id))
+    done, pending = add(store, mk(S1), mk(S2))
+    with store.owner_session(B):
+        [claimed] = claim(store, S1, owner=B)
+        store.start([done.id], owner=B, now=NOW)
+        store.finish([end(claimed)], owner=B, now=NOW)
+    assert refused(lambda: store.retry(done.id, S3, NOW)) == \
+        str(rules.not_rearmable(done.id, "done"))
+    assert refused(lambda: store.retry(pending.id, S3, NOW)) == \
+        str(rules.still_pending(pending.id))
+    hold(case, holders, A)
+    [busy] = claim(store, S2, owner=A)
+    store.start([busy.id], owner=A, now=NOW)
+    assert refused(lambda: store.reschedule(busy.id, S3, NOW)) == \
+        str(rules.being_delivered(busy))
 
 
 def test_cancel_entity(store):

@@ -1,0 +1,151 @@
+"""The store rules, written once: what every store decides the same way, as pure functions of
+records (no SQL, no lock, no I/O). Each store reads what a rule needs, calls it, and writes
+what it decided (``sqlite*.py``, ``postgres.py``, ``pg_*.py``: SQL and locks only):
+
+- ``admit``: a batch's idempotency keys against the stored ones (``Store.add``);
+- ``running``: whether a claimed job is being delivered (``cancel``, ``reschedule``);
+- ``ended``: what a history row records of a job that ends (``finish``, ``cancel``);
+- ``rearm``: the job an ended one becomes again (``retry``);
+- ``ERROR_CHARS``, ``REARMABLE``, and the text of every ``Conflict`` a store raises, so that
+  both stores say the same thing.
+
+(The contract, ``base.py``, says what these rules are for; ``tests/store/test_contract.py``
+checks each store keeps them.)"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..errors import Conflict
+from ..ids import runner_host_pid, runner_label
+from ..model import Added, Job, Outcome, Result, Status, run_order
+
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+ERROR_CHARS = 2000  # of a result's error and output kept in history (and a job's last error)
+# Outcomes whose history row keeps the whole job, to be re-armed by `retry` (so does a row of a
+# job with an idempotency key: what idempotency answers after the job ended).
+REARMABLE = frozenset((Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED))
+
+
+# --- what a store says when it refuses ---------------------------------------------------------
+def key_taken(key: str, job_id: str) -> Conflict:
+    return Conflict(f"idempotency key {key!r} already names job {job_id}, which is a "
+                    "different job")
+
+
+def key_twice(key: str) -> Conflict:
+    return Conflict(f"idempotency key {key!r} is used twice in this batch for different jobs")
+
+
+def id_taken() -> Conflict:
+    """A job id already stored (ids are ULIDs: a batch given one twice, or an import into a
+    store that has them)."""
+    return Conflict("cannot add: a job with one of these ids is already stored")
+
+
+def being_delivered(job: Job) -> Conflict:
+    return Conflict(f"job {job.id} is being delivered now ({runner_label(job.lease_owner)}, "
+                    f"owner {job.lease_owner}); its outcome will be in history")
+
+
+def still_pending(job_id: str) -> Conflict:
+    return Conflict(f"job {job_id} is still pending; nothing to retry")
+
+
+def not_rearmable(job_id: str, outcome: str) -> Conflict:
+    return Conflict(f"job {job_id} ended {outcome}; only failed, expired or cancelled jobs "
+                    "can be re-armed")
+
+
+# --- adding ------------------------------------------------------------------------------------
+def admit(jobs: Sequence[Job], fingerprints: Sequence[str | None],
+          known: Mapping[str, tuple[Job, str | None]]
+          ) -> tuple[list[Added], list[tuple[Job, str | None]]]:
+    """A batch against the idempotency keys already stored (``known``: key -> the job that
+    holds it, pending or in history, and its fingerprint): what ``add`` gives back for each
+    job, and the rows to insert, in run order (a slot's rows then sit together). A key given
+    again with the same fingerprint gives the job that holds it (``created=False``), also
+    within the batch; with another, ``Conflict`` and nothing is inserted."""
+    out: list[Added] = []
+    rows: list[tuple[Job, str | None]] = []
+    firsts: dict[str, tuple[Job, str | None]] = {}
+    for j, fp in zip(jobs, fingerprints, strict=True):
+        key = j.idempotency_key
+        if key:
+            if key in known:
+                held, held_fp = known[key]
+                if held_fp != fp:
+                    raise key_taken(key, held.id)
+                out.append(Added(held, False))
+                continue
+            if key in firsts:
+                if firsts[key][1] != fp:
+                    raise key_twice(key)
+                out.append(Added(firsts[key][0], False))
+                continue
+            firsts[key] = (j, fp)
+        rows.append((j, fp))
+        out.append(Added(j, True))
+    rows.sort(key=lambda pair: run_order(pair[0]))
+    return out, rows
+
+
+# --- cancel and reschedule ---------------------------------------------------------------------
+def running(job: Job, alive: bool | None, now: datetime) -> bool:
+    """Started and, as far as anyone can tell, being executed: its owner is alive, or (when
+    the store cannot tell, ``alive`` None) its lease is live at ``now`` (the lease clock's).
+    A started job of a dead owner is not running, whatever its lease says: it may be
+    cancelled (``base.py``)."""
+    if job.status is not Status.IN_FLIGHT or job.started_at is None:
+        return False
+    if alive is None:
+        return job.lease_until is not None and job.lease_until > now
+    return alive
+
+
+# --- ending -------------------------------------------------------------------------------------
+def ended(job: Job, outcome: Outcome, result: Result | None, lateness: float | None,
+          owner: str | None) -> tuple[int, int, float | None, float | None, int | None,
+                                      str | None, str | None, bool, str | None, int | None]:
+    """What a history row records of ``job`` ending as ``outcome`` beside the job's own
+    fields: (checks, attempts, duration_ms, lateness_ms, last_status, error, output,
+    keep_job, host, pid). An execution that ended it (``result``) counts as a check and an
+    attempt; error and output are cut at ``ERROR_CHARS``; ``keep_job``: the row keeps the
+    whole job (re-armable, or idempotency after the end), else only its payload; host and
+    pid: the runner that ended it (``owner``; None for a cancel)."""
+    ran = 1 if result is not None else 0
+    host, pid = runner_host_pid(owner)
+    return (
+        job.check_count + ran, job.attempt + ran,
+        round(result.duration * 1000.0, 3) if result is not None else None,
+        round(lateness * 1000.0, 3) if lateness is not None else None,
+        result.status if result is not None else None,
+        result.error[:ERROR_CHARS] if result is not None and result.error else None,
+        result.output[:ERROR_CHARS] if result is not None and result.output else None,
+        outcome in REARMABLE or bool(job.idempotency_key), host, pid,
+    )
+
+
+def last_error(error: str | None, result: Result | None) -> str | None:
+    """A re-slotted job's last error: the decision's, else its result's, cut at
+    ``ERROR_CHARS``."""
+    return (error or (result.error if result is not None else None) or "")[:ERROR_CHARS] or None
+
+
+# --- re-arming -----------------------------------------------------------------------------------
+def rearm(job_id: str, old: Job | None, outcome: str, *, next_check_at: datetime,
+          now: datetime, key_free: bool) -> Job:
+    """The job an ended one (its last history row: ``old``, the whole job it kept, else None)
+    becomes on ``retry``: pending in ``next_check_at`` with fresh checks and attempts. A row
+    that kept no job cannot be re-armed (``Conflict``); its idempotency key goes with it only
+    when no live job took the key since (``key_free``)."""
+    if old is None:
+        raise not_rearmable(job_id, outcome)
+    return old.replace(next_check_at=next_check_at, check_count=0, attempt=0,
+                       status=Status.PENDING,
+                       idempotency_key=old.idempotency_key if key_free else None,
+                       updated_at=now, lease_owner=None, lease_until=None, started_at=None,
+                       last_error=None)
