@@ -238,8 +238,9 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     raise InvalidInput(f"{where}: unknown setting")
 
 
-_PASSWORD_IN_URL = re.compile(r"(?i)^([a-z][a-z0-9+.-]*://[^/?#@:]*:)[^/?#]*@")
-_PASSWORD_PARAM = re.compile(r"(?i)([?&]password=)[^&#]*")
+# a URL's password: ``scheme://user:password@`` and ``password=`` (compiled when first used)
+_PASSWORD_IN_URL = r"(?i)^([a-z][a-z0-9+.-]*://[^/?#@:]*:)[^/?#]*@"
+_PASSWORD_PARAM = r"(?i)([?&]password=)[^&#]*"
 
 
 def url_passwords(url: str) -> list[str]:
@@ -247,8 +248,8 @@ def url_passwords(url: str) -> list[str]:
     percent-decoded: what a message quoting the URL (a parse error) must not show."""
     from urllib.parse import unquote
 
-    found = [m.group(0)[len(m.group(1)):-1] for m in [_PASSWORD_IN_URL.match(url)] if m]
-    found += [m.group(0)[len(m.group(1)):] for m in _PASSWORD_PARAM.finditer(url)]
+    found = [m.group(0)[len(m.group(1)):-1] for m in [re.match(_PASSWORD_IN_URL, url)] if m]
+    found += [m.group(0)[len(m.group(1)):] for m in re.finditer(_PASSWORD_PARAM, url)]
     return [p for w in found if w for p in dict.fromkeys((w, unquote(w)))]
 
 
@@ -256,7 +257,7 @@ def redact(url: str) -> str:
     """A database URL fit to print or log: the password (``user:secret@`` or ``password=``)
     shown as ``***``. libpq reads passwords from PGPASSWORD or ~/.pgpass too, which never
     appear in a URL."""
-    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***@", url))
+    return re.sub(_PASSWORD_PARAM, r"\1***", re.sub(_PASSWORD_IN_URL, r"\1***@", url))
 
 
 def read_toml(home: Path) -> dict[str, Any]:
@@ -281,9 +282,13 @@ def read_toml(home: Path) -> dict[str, Any]:
 
 # The lines `init` writes, and most hand-written ones: a key, and a string without escapes, an
 # integer or a boolean; a comment may follow.
-_SIMPLE_LINE = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*(?:"([^"\\\x00-\x1f\x7f]*)"|'
-                          r"(-?(?:0|[1-9][0-9]*))|(true|false))[ \t]*"
-                          r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
+# The lines `init` writes, and most hand-written ones: a key, and a string without escapes, an
+# integer or a boolean; a comment may follow. Compiled on first use (``_simple_line``): most
+# homes' awty.toml holds comments only, and `awty add` would pay for the compile.
+_SIMPLE_LINE = (r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*(?:"([^"\\\x00-\x1f\x7f]*)"|'
+                r"(-?(?:0|[1-9][0-9]*))|(true|false))[ \t]*(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?")
+# What TOML allows nowhere in a comment.
+_CONTROL = frozenset(map(chr, [*range(0x09), *range(0x0A, 0x20), 0x7F]))
 
 
 def _simple_toml(raw: bytes) -> dict[str, Any] | None:
@@ -301,10 +306,12 @@ def _simple_toml(raw: bytes) -> dict[str, Any] | None:
         stripped = line.strip(" \t")
         if not stripped:
             continue
-        m = None if stripped.startswith("#") else _SIMPLE_LINE.fullmatch(line)
+        if stripped.startswith("#"):
+            if not _CONTROL.isdisjoint(stripped):
+                return None
+            continue
+        m = re.fullmatch(_SIMPLE_LINE, line)
         if m is None:
-            if stripped.startswith("#") and _COMMENT.fullmatch(stripped):
-                continue
             return None
         key, string, number, flag = m.groups()
         if key in out:
@@ -312,9 +319,6 @@ def _simple_toml(raw: bytes) -> dict[str, Any] | None:
         out[key] = (string if string is not None else
                     int(number) if number is not None else flag == "true")
     return out
-
-
-_COMMENT = re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")
 
 
 def load(home: Path, env: Mapping[str, str] | None = None, flags: dict[str, Any] | None = None,

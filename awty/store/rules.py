@@ -43,7 +43,7 @@ def key_twice(key: str) -> Conflict:
 def id_taken() -> Conflict:
     """A job id already stored (ids are ULIDs: a batch given one twice, or an import into a
     store that has them)."""
-    return Conflict("cannot add: a job with one of these ids is already stored")
+    return Conflict("cannot add: a job with one of these ids already exists")
 
 
 def being_delivered(job: Job) -> Conflict:
