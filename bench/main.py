@@ -284,6 +284,7 @@ def _peers(a: argparse.Namespace, argv: list[str], base: Path, workdir: Path) ->
     import subprocess
 
     from .peers import run_peers
+    from . import kept
     from .peers import table
 
     atexit.register(stop_children)
@@ -306,7 +307,7 @@ def _peers(a: argparse.Namespace, argv: list[str], base: Path, workdir: Path) ->
         if not a.keep:
             remove_workdir(workdir, base)
     table.print_table(figs, a.peers_jobs)
-    table.write(a.output, table.markdown(figs, a, rx.name, took, pass_ms, busy))
+    kept.write(a.output, "peers", table.markdown(figs, a, rx.name, took, pass_ms, busy))
     print(f"bench: wrote the peers' section of {a.output}", file=sys.stderr)
     return 1 if any(f.failures for f in figs) else 0
 

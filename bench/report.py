@@ -125,10 +125,11 @@ def write_markdown(rep: Report, path: Path, title: str) -> None:
         lines.append("| " + " | ".join(cells) + " |")
     if rep.why:
         lines += ["", "## Targets not met, and why", ""] + [f"- {w}" for w in rep.why]
-    from .peers.table import carry
+    from .kept import KEPT, carry
 
-    if (peers := carry(path)) is not None:  # `--peers` figures stay until it runs again
-        lines += ["", peers]
+    for name in KEPT:  # `--peers` figures stay until it runs again; the history is hand-kept
+        if (block := carry(path, name)) is not None:
+            lines += ["", block]
     lines += ["", "## Notes", ""] + [f"- {n}" for n in rep.notes]
     if rep.imports:
         lines += ["", "## `awty add` import time", "",

@@ -63,9 +63,10 @@ ROWS = [
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bench targets Linux")
 def test_bench_quick_runs_and_reports(tmp_path):
     out = tmp_path / "BENCH.md"
-    # figures of an earlier `--peers` run: the default run keeps them
+    # figures of an earlier `--peers` run and the hand-kept history: the default run keeps both
     out.write_text("old\n<!-- peers:start -->\n## awty beside the alternatives\nkept\n"
-                   "<!-- peers:end -->\n")
+                   "<!-- peers:end -->\n<!-- history:start -->\n## Performance history\n"
+                   "by hand\n<!-- history:end -->\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWTY_")}
     env["COLUMNS"] = "200"  # the table's rows stay on one line each
     try:
@@ -83,6 +84,7 @@ def test_bench_quick_runs_and_reports(tmp_path):
         assert row in proc.stdout, f"table row {row!r} missing from stdout"
         assert f"| {row}" in report, f"row {row!r} missing from {out.name}"
     assert "## awty beside the alternatives\nkept\n" in report
+    assert "## Performance history\nby hand\n" in report
     assert "old" not in report.splitlines()
     assert "## Machine" in report and "sqlite" in report and "uvloop" in report
     assert "scripts/bench --quick" in report
@@ -90,3 +92,16 @@ def test_bench_quick_runs_and_reports(tmp_path):
                            if line.startswith("| ") and line.count("|") == 8]
     # everything it started has stopped: no work directory left behind
     assert not any((tmp_path / "work").glob("run-*"))
+
+
+def test_a_kept_block_is_replaced_in_place_and_carried(tmp_path):
+    from bench import kept
+
+    out = tmp_path / "BENCH.md"
+    kept.write(out, "peers", "<!-- peers:start -->\nfirst\n<!-- peers:end -->")
+    out.write_text(out.read_text() + "tail\n")
+    kept.write(out, "peers", "<!-- peers:start -->\nsecond\n<!-- peers:end -->")
+    text = out.read_text()
+    assert "first" not in text and text.index("second") < text.index("tail")
+    assert kept.carry(out, "peers") == "<!-- peers:start -->\nsecond\n<!-- peers:end -->"
+    assert kept.carry(out, "history") is None

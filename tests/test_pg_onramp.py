@@ -63,7 +63,7 @@ def test_doctor_names_the_missing_driver(tmp_path, no_driver):
 
 def test_readme_install_section_names_the_extra():
     readme = (ROOT / "README.md").read_text()
-    install = readme[readme.index("## Quick start"):readme.index("## Using it")]
+    install = readme[readme.index("## Install"):readme.index("## Quick start")]
     assert "pip install 'awty[postgres]'" in install
 
 

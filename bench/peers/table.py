@@ -7,12 +7,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 from ..common import fmt_n
 from .run import Figures
 
-START, END = "<!-- peers:start -->", "<!-- peers:end -->"
+from ..kept import markers
+
+START, END = markers("peers")
 
 
 def _cell(values: Sequence[float], fmt: Callable[[float], str]) -> str:
@@ -101,31 +102,6 @@ def markdown(figs: list[Figures], a, receiver: str, took: float, python_pass_ms:
         lines += [f"- {d}" for d in details] + ["", "</details>"]
     lines.append(END)
     return "\n".join(lines)
-
-
-def carry(path: Path) -> str | None:
-    """The peers block of an existing report, if it has one."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None
-    i, j = text.find(START), text.find(END)
-    return text[i:j + len(END)] if 0 <= i < j else None
-
-
-def write(path: Path, block: str) -> None:
-    """Put ``block`` in place of the report's peers block (or at its end; a new report if
-    there is none)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        text = "# awty benchmarks\n"
-    i, j = text.find(START), text.find(END)
-    if 0 <= i < j:
-        text = text[:i] + block + text[j + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
 
 
 def print_table(figs: list[Figures], n: int) -> None:
