@@ -11,6 +11,7 @@
 - ``argv``: global options before the command, ``--version``, ``help CMD`` (plain list work)
 - ``tables``: fitting a table to the terminal, plain columns for pipes
 - ``render``: plain lines, Rich tables and progress, ``--json`` documents
+- ``closedpipe``: stdout for a reader that stops reading (``awty list | head -1``)
 
 Only this package imports typer or rich, and nothing below it imports it."""
 
@@ -48,6 +49,10 @@ HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callb
 
 
 def main() -> None:
+    from .closedpipe import QuietStdout
+
+    if not isinstance(sys.stdout, QuietStdout):
+        sys.stdout = QuietStdout(sys.stdout)  # type: ignore[assignment]
     args = normalise(sys.argv[1:])
     if os.environ.get(COMPLETE_VAR):
         # The shell asks for completions (`awty completion` wrote the hook): only then load
