@@ -294,6 +294,7 @@ class Awty:
         """Add one job due ``at`` (a time as ``--at`` reads it, or a datetime) or ``in_`` (a
         duration). ``kind`` is http, exec or python; ``target`` the URL, command or
         ``module:function``. Raises ``InvalidInput`` (nothing stored) for a bad field.
+        ``key`` names one instance of ``entity`` (order 42) and needs it.
         ``idempotency_key``: adding the same job again returns it with ``created=False``."""
         spec: dict[str, Any] = {"target": target, "kind": kind, "entity": entity, "key": key,
                                 "idempotency_key": idempotency_key, "headers": headers,

@@ -71,12 +71,18 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         slot = slot_for(first, settings.resolution)
     else:
         first, slot = _first_and_slot(spec, now, settings, local, memo)
+    entity, key = _text(spec, "entity"), _text(spec, "key")
+    if key is not None and entity is None:
+        # a key alone would match any entity's "42": cancel --entity order --key 42 would
+        # never find the job, and another entity's 42 would be mistaken for it
+        raise InvalidInput("key: given without entity (a key names one entity's instance: "
+                           "--entity order --key 42)")
     job_id = spec.get("id")
     if job_id is not None and (not isinstance(job_id, str) or not is_id(job_id)):
         raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
     job = Job(
         id=job_id or new_id(first), kind=kind, target=target, payload_json=payload_json,
-        headers=headers, entity_name=_text(spec, "entity"), entity_key=_text(spec, "key"),
+        headers=headers, entity_name=entity, entity_key=key,
         first_check_at=first, next_check_at=slot,
         status=Status.PENDING,
         max_checks=_int(spec, "max_checks", 0), max_attempts=_int(spec, "max_attempts", 1),

@@ -153,7 +153,7 @@ def test_a_big_batch_keeps_its_order_and_leaves_the_cache_as_it_was(awty, home, 
 
     monkeypatch.setattr(sqlite_write, "BIG_BATCH", 2)  # the widened-cache path, on few jobs
     before = awty.store.conn.execute("PRAGMA cache_size").fetchone()[0]
-    specs = [{"target": "https://example.com/", "in": f"{h}h", "key": str(h)}
+    specs = [{"target": "https://example.com/", "in": f"{h}h", "entity": "e", "key": str(h)}
              for h in (3, 1, 2, 1)]
     res = awty.add_many(specs)
     assert [r.job.entity_key for r in res] == ["3", "1", "2", "1"]  # as given, not id order
@@ -165,6 +165,15 @@ def test_a_big_batch_keeps_its_order_and_leaves_the_cache_as_it_was(awty, home, 
         awty.add_many(dup)
     assert len(db_rows(home, "future_job")) == 4 and len(tree_files(home)) == 4
     assert awty.store.conn.execute("PRAGMA cache_size").fetchone()[0] == before
+
+
+def test_a_key_needs_an_entity(awty, home):
+    with pytest.raises(InvalidInput, match="^key: given without entity"):
+        awty.add("https://example.com/", in_="1h", key="42")
+    with pytest.raises(InvalidInput, match="^line 2: key: given without entity"):
+        awty.add_many([{"target": "https://example.com/", "in": "1h"},
+                       {"target": "https://example.com/", "in": "1h", "key": "42"}])
+    assert db_rows(home, "future_job") == []
 
 
 def test_list_filters_and_order(awty):

@@ -135,6 +135,26 @@ def test_batch_all_or_nothing_names_the_line(home, tmp_path):
     assert len(db_rows(home, "future_job")) == 2 and len(tree_files(home)) == 2
 
 
+KEY_WITHOUT_ENTITY = ("awty: key: given without entity (a key names one entity's instance: "
+                      "--entity order --key 42)\n")
+
+
+def test_key_without_entity_is_refused(home, tmp_path):
+    res = run(home, "add", "https://e.com/", "--in", "1h", "--key", "42")
+    assert (res.exit_code, res.stdout, res.stderr) == (2, "", KEY_WITHOUT_ENTITY)
+    # the quick path (no Typer) says the same
+    p = awty_cmd(home, "add", "https://e.com/", "--in", "1h", "--key", "42")
+    assert (p.returncode, p.stdout, p.stderr) == (2, "", KEY_WITHOUT_ENTITY)
+    f = tmp_path / "jobs.jsonl"
+    f.write_text(json.dumps({"target": "https://e.com/", "in": "1h", "entity": "order",
+                             "key": "1"}) + "\n"
+                 + json.dumps({"target": "https://e.com/", "in": "1h", "key": "2"}) + "\n")
+    res = run(home, "add", "--batch", str(f))
+    assert res.exit_code == 2
+    assert res.stderr == KEY_WITHOUT_ENTITY.replace("awty: ", "awty: line 2: ")
+    assert db_rows(home, "future_job") == [] and tree_files(home) == []
+
+
 def test_slots_and_reschedule(home):
     a = json.loads(run(home, "add", "https://e.com/", "--in", "2h", "--json").stdout)
     run(home, "add", "https://e.com/", "--in", "2h")

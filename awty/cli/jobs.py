@@ -37,7 +37,8 @@ def add(
     payload: Annotated[Optional[str], typer.Option(help="JSON payload, @file, or - for "
                                                    "stdin.")] = None,
     entity: Annotated[Optional[str], typer.Option(help="What the job checks (e.g. order).")] = None,
-    key: Annotated[Optional[str], typer.Option(help="Which one (e.g. 42).")] = None,
+    key: Annotated[Optional[str], typer.Option(help="Which one (e.g. 42); needs --entity."
+                                               )] = None,
     idempotency_key: Annotated[Optional[str], typer.Option(
         help="Adding the same job twice with this key returns the first one.")] = None,
     header: Annotated[Optional[list[str]], typer.Option(
