@@ -25,11 +25,19 @@ MAX_HEADERS = 32
 RESERVED_HEADERS = frozenset({
     "host", "content-length", "content-type", "user-agent", "transfer-encoding", "connection",
     "keep-alive", "te", "trailer", "upgrade", "expect", "proxy-connection",
-    "x-awty-check", "x-awty-attempt",
+    "x-awty-job-id", "x-awty-check", "x-awty-attempt",
 })
 # Every ``webhook-*`` name belongs to the Standard Webhooks signature (id, timestamp, signature
 # and whatever later versions add).
 RESERVED_PREFIX = "webhook-"
+
+
+def message_id(job_id: str, check: int) -> str:
+    """A callback's ``webhook-id``: one per check of a job, the same for that check's retries.
+    A receiver deduplicating on it (as Standard Webhooks advises) still gets a job's second
+    check; a job's id alone would make the second look like a repeat of the first. A ULID, an
+    underscore and the check number: at most 34 printable characters (the spec allows 64)."""
+    return f"{job_id}_{check:d}"
 
 
 def is_reserved(name: str) -> bool:

@@ -20,11 +20,13 @@ def signed_request_parts(job, attempt, port: int, version: str):
 
     body = callback_body(job, attempt)
     ts = int(time.time())
-    mac = hmac.new(SECRET, f"{job.id}.{ts}.".encode() + body, hashlib.sha256).digest()
+    msg_id = f"{job.id}_{attempt.check}"
+    mac = hmac.new(SECRET, f"{msg_id}.{ts}.".encode() + body, hashlib.sha256).digest()
     headers = {"Content-Type": "application/json", "User-Agent": f"awty/{version}",
-               "webhook-id": job.id, "webhook-timestamp": str(ts),
+               "webhook-id": msg_id, "webhook-timestamp": str(ts),
                "webhook-signature": "v1," + base64.b64encode(mac).decode(),
-               "X-Awty-Check": str(attempt.check), "X-Awty-Attempt": str(attempt.attempt)}
+               "X-Awty-Job-Id": job.id, "X-Awty-Check": str(attempt.check),
+               "X-Awty-Attempt": str(attempt.attempt)}
     return body, headers
 
 
@@ -42,10 +44,12 @@ def bare_reference(jobs: list, attempt, port: int, concurrency: int) -> tuple[fl
     def request(job) -> bytes:
         body = callback_body(job, attempt)
         ts = int(time.time())
-        mac = hmac.new(SECRET, f"{job.id}.{ts}.".encode() + body, hashlib.sha256).digest()
-        return (f"{head0}Content-Length: {len(body)}\r\nwebhook-id: {job.id}\r\n"
+        msg_id = f"{job.id}_{attempt.check}"
+        mac = hmac.new(SECRET, f"{msg_id}.{ts}.".encode() + body, hashlib.sha256).digest()
+        return (f"{head0}Content-Length: {len(body)}\r\nwebhook-id: {msg_id}\r\n"
                 f"webhook-timestamp: {ts}\r\nwebhook-signature: v1,"
-                f"{base64.b64encode(mac).decode()}\r\nX-Awty-Check: {attempt.check}\r\n"
+                f"{base64.b64encode(mac).decode()}\r\nX-Awty-Job-Id: {job.id}\r\n"
+                f"X-Awty-Check: {attempt.check}\r\n"
                 f"X-Awty-Attempt: {attempt.attempt}\r\n\r\n").encode() + body
 
     class Conn(asyncio.Protocol):

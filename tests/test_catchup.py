@@ -24,7 +24,7 @@ def make(home, clock, **kw):
 
 
 def delivered_ids(rx, path=None):
-    return [r.headers["webhook-id"] for r in rx.requests(path)]
+    return [r.job_id for r in rx.requests(path)]
 
 
 def test_eight_missed_slots_caught_up_in_order(home, clock, rx):

@@ -80,7 +80,8 @@ def test_exact_request_headers_and_body(rx):
                    headers={"Authorization": "Bearer t0k", "X-Custom": "yes",
                             "Host": "evil", "Content-Length": "1", "webhook-id": "forged",
                             "Webhook-Timestamp": "1", "Content-Type": "text/plain",
-                            "Transfer-Encoding": "chunked", "X-Awty-Check": "99"})
+                            "Transfer-Encoding": "chunked", "X-Awty-Check": "99",
+                            "X-Awty-Job-Id": "forged"})
     r = fire(job, secret=KEY)
     assert r.answer is Answer.DONE and r.status == 200 and r.error is None
     (req,) = rx.requests("/hook")
@@ -91,14 +92,15 @@ def test_exact_request_headers_and_body(rx):
     assert h["content-type"] == "application/json"
     assert h["user-agent"] == f"awty/{__version__}"
     assert h["content-length"] == str(len(req.body))
-    assert h["webhook-id"] == job.id
+    assert h["webhook-id"] == f"{job.id}_2"  # one message per check: its retries share it
+    assert h["x-awty-job-id"] == job.id
     assert h["webhook-timestamp"] == str(int(NOW.timestamp()))  # the attempt's own time
     assert h["x-awty-check"] == "2" and h["x-awty-attempt"] == "1"
     assert h["authorization"] == "Bearer t0k" and h["x-custom"] == "yes"
     assert "transfer-encoding" not in h
     names = [k.lower() for k, _ in req.raw_headers]
     for once in ("host", "content-length", "content-type", "webhook-id", "webhook-timestamp",
-                 "webhook-signature", "x-awty-check"):
+                 "webhook-signature", "x-awty-job-id", "x-awty-check"):
         assert names.count(once) == 1, once
     assert h["webhook-signature"].startswith("v1,")
     body = json.loads(req.body)
@@ -120,7 +122,7 @@ def test_no_signature_without_secret(rx):
     assert fire(rx.url("/plain")).answer is Answer.DONE
     (req,) = rx.requests("/plain")
     assert "webhook-signature" not in req.headers
-    assert req.headers["webhook-id"] == "01JTESTJOB00000000000000001"
+    assert req.headers["webhook-id"] == "01JTESTJOB00000000000000001_2"
 
 
 def test_header_injection_is_refused(rx):
@@ -485,7 +487,7 @@ def test_200_concurrent_jobs_all_delivered(rx):
     rs = fire_many(jobs, concurrent=True, secret=KEY)
     assert all(r.answer is Answer.DONE for r in rs), {r.error for r in rs}
     reqs = rx.requests("/many")
-    assert sorted(r.headers["webhook-id"] for r in reqs) == sorted(j.id for j in jobs)
+    assert sorted(r.job_id for r in reqs) == sorted(j.id for j in jobs)
     assert rx.connections <= SETTINGS.per_host_concurrency
 
 

@@ -35,10 +35,11 @@ def post(port: int, path: str, body: bytes = BODY, headers: dict | None = None
 
 
 def signed(secret: str, body: bytes = BODY, ts: int = 1_893_456_000) -> dict[str, str]:
-    msg_id = json.loads(body)["id"]
+    job_id = json.loads(body)["id"]
+    msg_id = f"{job_id}_1"  # as awty sends it: one webhook-id per check
     return {"webhook-id": msg_id, "webhook-timestamp": str(ts),
             "webhook-signature": sign(parse_secret(secret), msg_id, ts, body),
-            "X-Awty-Attempt": "2", "X-Awty-Check": "1"}
+            "X-Awty-Job-Id": job_id, "X-Awty-Attempt": "2", "X-Awty-Check": "1"}
 
 
 def wait_for_file(path, proc, timeout: float = 20) -> str:
@@ -134,6 +135,7 @@ def test_hooks_see_each_request_and_its_answer():
     assert seen == [("request", 1, "01JRECEIVERTEST000000000001", 2), ("reply", 1, 202)]
     (req,) = rx.requests("/a")
     assert req.path == "/a?q=1" and req.check == 1 and req.json()["payload"] == {"n": 1}
+    assert req.message_id == "01JRECEIVERTEST000000000001_1"  # webhook-id: the job's check
     assert rx.log() == [("/a", "01JRECEIVERTEST000000000001", 2, "203001010000")]
 
 

@@ -68,9 +68,9 @@ def test_every_job_delivered_once_in_order_signed(home, clock, rx, backend):
     summary = fire(a, clock, slot + timedelta(seconds=3))
     assert summary.outcomes == {"done": 20} and summary.ran == 20
     reqs = rx.requests()
-    assert [r.headers["webhook-id"] for r in reqs] == sorted(ids)  # claim order = id order
+    assert [r.job_id for r in reqs] == sorted(ids)  # claim order = id order
     assert sorted(ids) == ids  # due at the same moment: in the order they were added
-    first = next(r for r in reqs if r.headers["webhook-id"] == ids[0])
+    first = next(r for r in reqs if r.job_id == ids[0])
     body = json.loads(first.body)
     assert body == {"id": ids[0], "entity": "order", "key": "0", "payload": {"n": 0},
                     "check": 1, "attempt": 1, "slot": slot_id(slot),
@@ -147,6 +147,30 @@ def test_500_then_200_retried_in_a_later_slot(home, clock, rx):
     assert (h["outcome"], h["attempts"], h["last_status"]) == ("done", 2, 200)
     assert [r.headers["x-awty-attempt"] for r in rx.requests("/f")] == ["1", "2"]
     assert len({r.headers["webhook-id"] for r in rx.requests("/f")}) == 1  # stable id
+
+
+def test_webhook_id_names_one_check_and_stays_for_its_retries(home, clock, rx, backend):
+    """A receiver deduplicating on webhook-id (as Standard Webhooks advises) must get a job's
+    second check: a check again, then 503, then 204 is two messages, the second sent twice."""
+    a = make(home, clock, backend, env={"AWTY_SIGNING_SECRET": SECRET})
+    rx.script("/c", Reply(status=200, json={"recheck_in": "1h"}), Reply(status=503),
+              Reply(status=204))
+    job = a.add(rx.url("/c"), in_="1m").job
+    pending = [job]
+    for _ in range(3):
+        fire(a, clock, pending[0].next_check_at)
+        pending = list(a.list())
+    assert pending == []
+    reqs = rx.requests("/c")
+    assert [(r.check, r.attempt) for r in reqs] == [(1, 1), (2, 1), (2, 2)]
+    ids = [r.headers["webhook-id"] for r in reqs]
+    assert ids == [f"{job.id}_1", f"{job.id}_2", f"{job.id}_2"]
+    assert all(len(i) <= 64 and i.isprintable() for i in ids)
+    assert {r.job_id for r in reqs} == {job.id}  # X-Awty-Job-Id
+    for r in reqs:
+        with freeze_time(datetime.fromtimestamp(int(r.headers["webhook-timestamp"]), UTC)):
+            assert Webhook(SECRET).verify(r.body, r.headers)["id"] == job.id  # body: the job
+    assert ended(a)[job.id]["outcome"] == "done"
 
 
 def test_always_500_fails_after_max_attempts_and_retry_rearms(home, clock, rx):
@@ -420,7 +444,7 @@ def test_two_runners_at_once_deliver_each_job_exactly_once(home, clock, rx):
     procs = [awty_proc(home, "run-slot", "--json", now=at) for _ in range(2)]
     outs = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    ids = [r.headers["webhook-id"] for r in rx.requests()]
+    ids = [r.job_id for r in rx.requests()]
     assert sorted(ids) == sorted(j.id for j in jobs)  # each exactly once
     assert len(db_rows(home, "job_history")) == 200
     docs = [json.loads(o[0]) for o in outs]

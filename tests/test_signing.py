@@ -176,3 +176,32 @@ def test_load_secret_missing_or_malformed_file(tmp_path):
     assert "%%%%" not in str(e.value)
     with pytest.raises(InvalidInput, match="AWTY_SIGNING_SECRET"):
         signing.load_secret(Settings(), {"AWTY_SIGNING_SECRET": "whsec_%%%%"})
+
+
+# --- awty verify ------------------------------------------------------------------------------
+def saved(req) -> bytes:
+    """A received request as a receiver would save it: header lines, a blank line, the body."""
+    head = "".join(f"{k}: {v}\r\n" for k, v in req.raw_headers)
+    return f"POST {req.path} HTTP/1.1\r\n{head}\r\n".encode() + req.body
+
+
+def test_verify_command_names_the_job_and_its_check(tmp_path, home, clock, rx):
+    from freezegun import freeze_time
+    from typer.testing import CliRunner
+
+    from awty.api import Awty
+    from awty.cli import app
+
+    a = Awty(home, clock=clock, env={"AWTY_SIGNING_SECRET": SECRET_TEXT})
+    job = a.add(rx.url("/v"), in_="1m").job
+    clock.set(job.next_check_at)
+    a.run_slot()
+    a.close()
+    (req,) = rx.requests("/v")
+    dump = tmp_path / "request.http"
+    dump.write_bytes(saved(req))
+    with freeze_time(clock.now()):
+        res = CliRunner().invoke(app, ["verify", str(dump)],
+                                 env={"AWTY_SIGNING_SECRET": SECRET_TEXT})
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout == f"signature ok (job {job.id}, check 1; webhook-id {job.id}_1)\n"

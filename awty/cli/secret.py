@@ -57,7 +57,9 @@ def verify(
 
     verify_sig(parse_secret(text), headers, body, default_clock().now(),
                parse_duration(tolerance))
-    r.out(f"signature ok (webhook-id {headers.get('webhook-id')})")
+    job = headers.get("x-awty-job-id")
+    what = f"job {job}, check {headers.get('x-awty-check')}; " if job else ""
+    r.out(f"signature ok ({what}webhook-id {headers.get('webhook-id')})")
 
 
 def _read_bytes(path: Path) -> bytes:

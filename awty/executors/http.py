@@ -531,12 +531,14 @@ class HttpExecutor:
                     return f"header: {refusal[:200]}"
                 lines.append(f"{name}: {value}\r\n")
             extra = "".join(lines)
+        msg_id = wire.message_id(job.id, attempt.check)
         if self._secret is not None:
-            sig = f"webhook-signature: {signing.sign(self._secret, job.id, ts, body)}\r\n"
+            sig = f"webhook-signature: {signing.sign(self._secret, msg_id, ts, body)}\r\n"
         else:
             sig = ""
-        head = (f"{t.head}Content-Length: {len(body)}\r\nwebhook-id: {job.id}\r\n"
-                f"webhook-timestamp: {ts}\r\n{sig}X-Awty-Check: {attempt.check:d}\r\n"
+        head = (f"{t.head}Content-Length: {len(body)}\r\nwebhook-id: {msg_id}\r\n"
+                f"webhook-timestamp: {ts}\r\n{sig}X-Awty-Job-Id: {job.id}\r\n"
+                f"X-Awty-Check: {attempt.check:d}\r\n"
                 f"X-Awty-Attempt: {attempt.attempt:d}\r\n{extra}\r\n")
         try:
             return head.encode() + body

@@ -53,7 +53,12 @@ class Request:
 
     @property
     def job_id(self) -> str | None:
-        """``webhook-id``: the job's id (stable across retries)."""
+        """``X-Awty-Job-Id``: the job's id (the same for each of its checks and retries)."""
+        return self.headers.get("x-awty-job-id")
+
+    @property
+    def message_id(self) -> str | None:
+        """``webhook-id``: one per check of a job, the same for that check's retries."""
         return self.headers.get("webhook-id")
 
     @property

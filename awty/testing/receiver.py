@@ -36,8 +36,8 @@ and answered 500. ``delay`` seconds are added to every answer.
 
 Every request is recorded before it is answered: ``requests()`` keeps each ``Request``
 (method, path with query, headers, body, arrival time, connection, arrival number);
-``log()`` and ``counts()`` keep a short line per request and the deliveries per
-``webhook-id``. For volume (tens of thousands of callbacks), ``keep=False`` keeps only those.
+``log()`` and ``counts()`` keep a short line per request and the deliveries per job
+(``X-Awty-Job-Id``). For volume (tens of thousands of callbacks), ``keep=False`` keeps only those.
 Memory is bounded by ``max_requests``: beyond it requests are answered 503 and not recorded.
 The receiver stops by itself after ``lifetime`` seconds, whatever its owner does. A request
 asking to switch protocols (``Upgrade``) is refused: its connection is closed, nothing kept.
@@ -191,7 +191,7 @@ class Receiver:
             return len(self._log)
 
     def counts(self) -> dict[str, int]:
-        """Requests received per ``webhook-id`` (deliveries per job)."""
+        """Requests received per ``X-Awty-Job-Id`` (deliveries per job)."""
         with self._cond:
             return dict(self._counts)
 
@@ -212,7 +212,7 @@ class Receiver:
         headers = {k.lower(): v for k, v in raw}
         path = url.split("?", 1)[0]
         at = SystemClock().now().timestamp()
-        job_id = headers.get("webhook-id")
+        job_id = headers.get("x-awty-job-id")
         line = Logged(path, job_id, as_int(headers.get("x-awty-attempt")), slot_of(body))
         scripted: Reply | None = None
         with self._cond:

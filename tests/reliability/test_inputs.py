@@ -198,7 +198,7 @@ def test_corrupt_envelopes_are_set_aside_and_the_slot_runs_the_rest(home, clock,
         assert len(rx.requests(f"/ok{i}")) == 1
     assert len(rx.requests("/good")) == 1
     dup = rx.requests("/dup")
-    assert len(dup) == 1 and dup[0].headers["webhook-id"] == dup_id
+    assert len(dup) == 1 and dup[0].job_id == dup_id
     assert rx.requests("/dropped") == []
     rejected = home / "rejected" / sid
     for name, (_, why) in bad.items():

@@ -33,7 +33,7 @@ def test_ten_percent_hanging_do_not_defer_the_other_ninety(home, clock):
         slow = [j for j in jobs if j.target.endswith("/slow")]
         assert s.outcomes == {"done": len(ok)}, s
         assert len(rx.requests("/ok")) == len(ok) == 270
-        assert Counter(r.headers["webhook-id"] for r in rx.requests("/ok")) \
+        assert Counter(r.job_id for r in rx.requests("/ok")) \
             == {j.id: 1 for j in ok}
         # /slow: the first ones time out (the 5th opens its breaker; those already in flight,
         # or let in by a slot freed before it, finish), the others are deferred to the next

@@ -48,7 +48,7 @@ def test_cancel_of_a_job_on_the_wire_says_so_and_history_keeps_the_real_outcome(
         runner = spawn(["run-slot", slot_id(slot), "--json"], env)
         try:
             assert rx.wait_for(1, timeout=30), "the runner never sent"
-            first = rx.requests()[0].headers["webhook-id"]
+            first = rx.requests()[0].job_id
             assert first == ids[0]
             res = run_cli(["cancel", first], env)
             assert res.returncode == 1, res
@@ -68,7 +68,7 @@ def test_cancel_of_a_job_on_the_wire_says_so_and_history_keeps_the_real_outcome(
         finally:
             runner.kill()
             runner.communicate()
-        sent = [r.headers["webhook-id"] for r in rx.requests()]
+        sent = [r.job_id for r in rx.requests()]
     assert sent == ids[:2]  # nothing cancelled was sent, before or after cancel returned
     got = _outcomes(home)
     assert got[ids[0]] == ("done", 1) and got[ids[1]] == ("done", 1)
