@@ -23,6 +23,12 @@ class JobNotFound(AwtyError, LookupError):
         super().__init__(f"no such job: {job_id}")
 
 
+class ScheduleNotFound(AwtyError, LookupError):
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(f"no such schedule: {name}")
+
+
 class Conflict(AwtyError):
     """The request contradicts stored state (e.g. an idempotency key reused for another job)."""
 

@@ -38,6 +38,9 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     FAILED = "failed"
     EXPIRED = "expired"
+    # A schedule's occurrences that did not fire (missed while runners were stopped, by the
+    # schedule's ``--missed`` policy): one row says how many and why, never silence.
+    SKIPPED = "skipped"
 
 
 class Answer(StrEnum):
@@ -60,7 +63,7 @@ class Job(Record):
                  "first_check_at", "next_check_at", "check_count", "attempt", "status",
                  "max_checks", "horizon", "timeout", "max_attempts", "misfire_grace",
                  "idempotency_key", "cwd", "created_at", "updated_at", "last_error",
-                 "lease_owner", "lease_until", "started_at", "env")
+                 "lease_owner", "lease_until", "started_at", "env", "schedule", "occurrence")
     id: str
     kind: Kind
     target: str
@@ -91,6 +94,10 @@ class Job(Record):
     # exec jobs: the environment recorded at add (PATH and exported variables, minus secrets),
     # restored at run time as ``at`` does. None: not recorded (http/python, or turned off).
     env: dict[str, str] | None
+    # An occurrence of a recurring schedule: the schedule's name and the occurrence's nominal
+    # time (store-unique together: one job per occurrence). None for a one-off job.
+    schedule: str | None
+    occurrence: datetime | None
 
     def __new__(cls, id: str, kind: Kind, target: str, payload_json: str,
                 headers: dict[str, str], entity_name: str | None, entity_key: str | None,
@@ -103,7 +110,8 @@ class Job(Record):
                 updated_at: datetime | None = None, last_error: str | None = None,
                 lease_owner: str | None = None, lease_until: datetime | None = None,
                 started_at: datetime | None = None,
-                env: dict[str, str] | None = None) -> Job:
+                env: dict[str, str] | None = None, schedule: str | None = None,
+                occurrence: datetime | None = None) -> Job:
         s = _draft(cls)
         s.id = id
         s.kind = kind
@@ -131,6 +139,8 @@ class Job(Record):
         s.lease_until = lease_until
         s.started_at = started_at
         s.env = env
+        s.schedule = schedule
+        s.occurrence = occurrence
         return _seal(s, cls)
 
     @property
@@ -189,7 +199,8 @@ class Result(Record):
 class HistoryRow(Record):
     __slots__ = ("id", "kind", "target", "entity_name", "entity_key", "outcome", "reason",
                  "checks", "attempts", "first_check_at", "ended_at", "created_at",
-                 "duration_ms", "last_status", "error", "output", "payload_json", "host", "pid")
+                 "duration_ms", "last_status", "error", "output", "payload_json", "host", "pid",
+                 "schedule")
     id: str
     kind: Kind
     target: str
@@ -209,6 +220,7 @@ class HistoryRow(Record):
     payload_json: str | None
     host: str | None  # the runner that ended the job (None: cancelled, expired unrun…)
     pid: int | None
+    schedule: str | None  # the recurring schedule whose occurrence this was
 
     def __new__(cls, id: str, kind: Kind, target: str, entity_name: str | None,
                 entity_key: str | None, outcome: Outcome, reason: str, checks: int,
@@ -216,7 +228,7 @@ class HistoryRow(Record):
                 created_at: datetime | None, duration_ms: float | None, last_status: int | None,
                 error: str | None, output: str | None,
                 payload_json: str | None = None, host: str | None = None,
-                pid: int | None = None) -> HistoryRow:
+                pid: int | None = None, schedule: str | None = None) -> HistoryRow:
         s = _draft(cls)
         s.id = id
         s.kind = kind
@@ -237,6 +249,7 @@ class HistoryRow(Record):
         s.payload_json = payload_json
         s.host = host
         s.pid = pid
+        s.schedule = schedule
         return _seal(s, cls)
 
 
@@ -325,6 +338,46 @@ class Reslot(Record):
 
 
 Decision = End | Reslot
+
+
+class Schedule(Record):
+    """A recurring schedule as the store keeps it: its rule, its missed-run policy, the job each
+    occurrence is made from, and the nominal time of its one pending occurrence (``next_at``).
+    The rules of re-arming are ``store.schedrules``'; the rule's times, ``recurrence``'s."""
+
+    __slots__ = ("name", "cron", "every", "start", "zone", "missed", "window", "resolution",
+                 "template", "next_at", "paused_at", "created_at")
+    name: str
+    cron: str | None  # five fields as stored (``recurrence.parse_cron``); or
+    every: int | None  # seconds between occurrences, from ``start``
+    start: datetime | None
+    zone: str  # IANA name
+    missed: str  # skip | once | all (``missed.Missed``)
+    window: float  # seconds: ``all`` fires missed occurrences this recent
+    resolution: int  # the slots' minutes its occurrences are rounded up to
+    template: Job  # what each occurrence's job is made of (id, times, schedule filled in)
+    next_at: datetime  # the nominal time of the occurrence pending (or paused) now
+    paused_at: datetime | None
+    created_at: datetime
+
+    def __new__(cls, name: str, cron: str | None, every: int | None, start: datetime | None,
+                zone: str, missed: str, window: float, resolution: int, template: Job,
+                next_at: datetime, paused_at: datetime | None = None,
+                created_at: datetime | None = None) -> Schedule:
+        s = _draft(cls)
+        s.name = name
+        s.cron = cron
+        s.every = every
+        s.start = start
+        s.zone = zone
+        s.missed = missed
+        s.window = window
+        s.resolution = resolution
+        s.template = template
+        s.next_at = next_at
+        s.paused_at = paused_at
+        s.created_at = created_at if created_at is not None else next_at
+        return _seal(s, cls)
 
 
 # -- what store operations answer ------------------------------------------------------------

@@ -45,6 +45,16 @@ Owners, leases and the life of a claim
   cancel leaves it alone and reports it, reschedule raises ``Conflict``; its real outcome
   reaches history through ``finish``. A started job of a dead owner may be cancelled.
 
+Recurring schedules
+- A schedule's occurrences are ordinary jobs naming it (``Job.schedule``, ``Job.occurrence``:
+  the nominal time); ``(schedule, occurrence)`` is unique among pending jobs. Only the next
+  occurrence exists as a pending job (``Schedule.next_at`` names it): ``claim`` (and
+  ``claim_ids``) of it makes the next one in the same transaction, by ``schedrules.at_claim``
+  (the missed-run policy: missed ones to fire are made too, what does not fire ends as one
+  ``skipped`` history row; a claimed occurrence that does not fire is left out of the claim).
+  ``next_at`` moves only from the occurrence claimed, so a claim taken over, a re-run or a
+  second runner never makes an occurrence twice. A paused or removed schedule moves no more.
+
 Locks
 - ``slot_lock(slot, shard)`` is the first line against two runners doing one slot's work
   twice; leases are the second. SQLite: an unsharded run holds the slot exclusively; shards
@@ -63,7 +73,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Reslot,
-    StoreHealth, StoreStats,
+    Schedule, StoreHealth, StoreStats,
 )
 
 if TYPE_CHECKING:
@@ -240,6 +250,32 @@ class Store(Protocol):
 
     def runners(self) -> builtins.list[tuple[str, tuple[str, ...], int | None, datetime]]:
         """(host, kinds, pid, last seen) of every runner host that ever ran, newest first."""
+
+    # -- recurring schedules ----------------------------------------------------------------
+    def add_schedule(self, schedule: Schedule, now: datetime) -> Job:
+        """Keep ``schedule`` and make its first occurrence's job (``schedule.next_at``), in one
+        transaction; returns that job. ``Conflict`` when the name is taken."""
+
+    def get_schedule(self, name: str) -> Schedule | None: ...
+
+    def schedules(self) -> builtins.list[Schedule]:
+        """Every schedule, by name."""
+
+    def schedule_jobs(self, name: str) -> builtins.list[Job]:
+        """The schedule's jobs in ``future_job`` (pending or in flight), in run order."""
+
+    def pause_schedule(self, name: str, now: datetime) -> Schedule:
+        """Stop ``name``: its pending jobs end as cancelled (running ones finish), and no claim
+        moves it on. ``ScheduleNotFound`` when unknown."""
+
+    def resume_schedule(self, name: str, now: datetime) -> Schedule:
+        """Undo a pause, and make the job of ``next_at`` if none exists (a late one fires in
+        the next slot, where its claim applies the missed policy). Also what ``doctor
+        --repair`` does for a schedule that lost its pending occurrence."""
+
+    def remove_schedule(self, name: str, now: datetime) -> CancelResult:
+        """Delete ``name``; its pending jobs end as cancelled (running ones finish, moving
+        nothing on)."""
 
     # -- moving a home (``awty export`` / ``awty import``) --------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

@@ -36,6 +36,9 @@ def job_to_dict(j: Job) -> dict[str, Any]:
     }
     if j.env is not None:
         d["env"] = j.env
+    if j.schedule is not None:
+        d["schedule"] = j.schedule
+        d["occurrence"] = _opt_iso(j.occurrence)
     return d
 
 
@@ -72,6 +75,7 @@ def job_from_json(text: str) -> Job:
         horizon=d.get("horizon"), timeout=d.get("timeout"), max_attempts=d.get("max_attempts"),
         misfire_grace=d.get("misfire_grace"), idempotency_key=d.get("idempotency_key"),
         cwd=d.get("cwd"), created_at=_opt_time(d.get("created_at")), env=d.get("env"),
+        schedule=d.get("schedule"), occurrence=_opt_time(d.get("occurrence")),
     )
 
 

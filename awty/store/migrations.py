@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def _m001_initial(db) -> None:
@@ -149,8 +149,38 @@ def _m008_runners(db) -> None:
                "pid INTEGER, seen_at TEXT NOT NULL) WITHOUT ROWID")
 
 
+def _m009_schedules(db) -> None:
+    # Recurring schedules: one row each (its rule, policy, job template, and ``next_at``, the
+    # nominal time of its one pending occurrence). An occurrence's job names its schedule and
+    # nominal time, unique among pending jobs: no occurrence has two jobs. History rows name
+    # the schedule (its last outcome is one seek of the last index).
+    db.execute("""
+        CREATE TABLE schedule (
+            name TEXT PRIMARY KEY,
+            cron TEXT,
+            every INTEGER,
+            start TEXT,
+            zone TEXT NOT NULL,
+            missed TEXT NOT NULL,
+            missed_window REAL NOT NULL,
+            resolution INTEGER NOT NULL,
+            template TEXT NOT NULL,
+            next_at TEXT NOT NULL,
+            paused_at TEXT,
+            created_at TEXT NOT NULL
+        ) WITHOUT ROWID""")
+    db.execute("ALTER TABLE future_job ADD COLUMN schedule TEXT")
+    db.execute("ALTER TABLE future_job ADD COLUMN occurrence TEXT")
+    db.execute("CREATE UNIQUE INDEX future_job_occurrence ON future_job (schedule, occurrence) "
+               "WHERE schedule IS NOT NULL")
+    db.execute("ALTER TABLE job_history ADD COLUMN schedule TEXT")
+    db.execute("CREATE INDEX job_history_schedule ON job_history (schedule, seq) "
+               "WHERE schedule IS NOT NULL")
+
+
 MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index,
-              _m005_slot_entity_index, _m006_started_marks, _m007_meta, _m008_runners]
+              _m005_slot_entity_index, _m006_started_marks, _m007_meta, _m008_runners,
+              _m009_schedules]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -119,6 +119,31 @@ CREATE TABLE {s}.runner_host (
     seen_at timestamptz NOT NULL
 );
 """,
+    # Recurring schedules (as SQLite's migration 9): one row each; an occurrence's job names its
+    # schedule and nominal time, unique among pending jobs (a claim changes neither, so its
+    # updates stay HOT); history rows name the schedule.
+    4: """
+CREATE TABLE {s}.schedule (
+    name          text COLLATE "C" PRIMARY KEY,
+    cron          text,
+    every         integer,
+    start         timestamptz,
+    zone          text NOT NULL,
+    missed        text NOT NULL,
+    missed_window double precision NOT NULL,
+    resolution    integer NOT NULL,
+    template      text NOT NULL,
+    next_at       timestamptz NOT NULL,
+    paused_at     timestamptz,
+    created_at    timestamptz NOT NULL
+);
+ALTER TABLE {s}.future_job ADD COLUMN schedule text, ADD COLUMN occurrence timestamptz;
+CREATE UNIQUE INDEX future_job_occurrence ON {s}.future_job (schedule, occurrence)
+    WHERE schedule IS NOT NULL;
+ALTER TABLE {s}.job_history ADD COLUMN schedule text;
+CREATE INDEX job_history_schedule ON {s}.job_history (schedule, seq)
+    WHERE schedule IS NOT NULL;
+""",
 }
 
 LATEST = max(MIGRATIONS)

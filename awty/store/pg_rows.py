@@ -41,6 +41,7 @@ def row_to_job(r: Sequence) -> Job:
         horizon=r[14], timeout=r[15], max_attempts=r[16], misfire_grace=r[17],
         idempotency_key=r[18], cwd=r[19], created_at=r[20], updated_at=r[21],
         last_error=r[22], lease_owner=r[23], lease_until=r[24], started_at=r[25],
+        schedule=r[26], occurrence=r[27],
     )
 
 
@@ -53,7 +54,8 @@ def job_to_row(j: Job, fingerprint: str | None) -> tuple:
         j.status.value, j.max_checks, as_float(j.horizon), as_float(j.timeout), j.max_attempts,
         as_float(j.misfire_grace),
         j.idempotency_key, j.cwd, sec(j.created_at), sec(j.updated_at), j.last_error,
-        j.lease_owner, sec(j.lease_until), sec(j.started_at), fingerprint,
+        j.lease_owner, sec(j.lease_until), sec(j.started_at), j.schedule, sec(j.occurrence),
+        fingerprint,
         zlib.crc32(j.id.encode()),
     )
 
@@ -63,7 +65,7 @@ def row_to_history(r: Sequence) -> HistoryRow:
         id=r[0], kind=KINDS[r[1]], target=r[2], entity_name=r[3], entity_key=r[4],
         outcome=Outcome(r[5]), reason=r[6], checks=r[7], attempts=r[8], first_check_at=r[9],
         ended_at=r[10], created_at=r[11], duration_ms=r[12], last_status=r[13], error=r[14],
-        output=r[15], payload_json=r[16], host=r[17], pid=r[18],
+        output=r[15], payload_json=r[16], host=r[17], pid=r[18], schedule=r[19],
     )
 
 
@@ -77,7 +79,7 @@ def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprin
         checks, attempts, sec(j.first_check_at), now, sec(j.created_at), ms, late, status,
         error, output, j.idempotency_key, fingerprint, j.payload_json,
         # What `retry` and idempotency need to rebuild the job; a plain done job keeps none.
-        job_to_json(j) if keep else None, host, pid,
+        job_to_json(j) if keep else None, host, pid, j.schedule,
     )
 
 

@@ -10,6 +10,7 @@ JOB_COLUMNS = (
     "first_check_at", "next_check_at", "check_count", "attempt", "status", "max_checks",
     "horizon", "timeout", "max_attempts", "misfire_grace", "idempotency_key", "cwd",
     "created_at", "updated_at", "last_error", "lease_owner", "lease_until", "started_at",
+    "schedule", "occurrence",
 )
 _JOB = ", ".join(JOB_COLUMNS)
 # Binary COPY (several times faster than text for timestamps) needs each column's type.
@@ -17,6 +18,7 @@ JOB_COPY_TYPES = (
     "text", "text", "text", "text", "text", "text", "text", "text", "timestamptz",
     "timestamptz", "int4", "int4", "text", "int4", "float8", "float8", "int4", "float8", "text",
     "text", "timestamptz", "timestamptz", "text", "text", "timestamptz", "timestamptz",
+    "text", "timestamptz",  # schedule, occurrence
     "text", "int8",  # fingerprint, shard_key
 )
 _FJOB = ", ".join("f." + c for c in JOB_COLUMNS)
@@ -24,20 +26,23 @@ HISTORY_COLUMNS = (
     "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
     "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
     "last_status", "error", "output", "idempotency_key", "fingerprint", "payload", "job",
-    "host", "pid",
+    "host", "pid", "schedule",
 )
 HISTORY_COPY_TYPES = (
     "text", "text", "text", "text", "text", "text", "text", "int4", "int4", "timestamptz",
     "timestamptz", "timestamptz", "float8", "float8", "int4", "text", "text", "text", "text",
-    "text", "text", "text", "int4",
+    "text", "text", "text", "int4", "text",
 )
 _HISTORY_READ = ("id, kind, target, entity_name, entity_key, outcome, reason, checks, attempts, "
                  "first_check_at, ended_at, created_at, duration_ms, last_status, error, output, "
-                 "payload, host, pid")
+                 "payload, host, pid, schedule")
 EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "status",
                      "duration_ms", "lateness_ms", "error", "host", "pid")
 EXECUTION_COPY_TYPES = ("text", "timestamptz", "text", "int4", "int4", "text", "int4", "float8",
                         "float8", "text", "text", "int4")
+
+SCHEDULE_COLUMNS = ("name, cron, every, start, zone, missed, missed_window, resolution, "
+                    "template, next_at, paused_at, created_at")
 
 # The advisory-lock keys (classid) of the owners' sessions and of slot locks; objid is the
 # owner's / slot's 31-bit key. pg_locks shows who holds them: that is "alive".
@@ -205,6 +210,24 @@ TEXTS = {
                    "kinds = excluded.kinds, pid = excluded.pid, seen_at = excluded.seen_at",
     "runners": "SELECT host, kinds::json, pid, seen_at FROM {s}.runner_host "
                "ORDER BY seen_at DESC, host",
+    # recurring schedules (postgres_schedules.py)
+    "schedule_insert": "INSERT INTO {s}.schedule (" + SCHEDULE_COLUMNS + ") VALUES ("
+                       + ", ".join(["%s"] * 12) + ")",
+    "schedule_get": "SELECT " + SCHEDULE_COLUMNS + " FROM {s}.schedule WHERE name = %s",
+    "schedule_lock": "SELECT " + SCHEDULE_COLUMNS + " FROM {s}.schedule WHERE name = %s "
+                     "FOR UPDATE",
+    "schedules_lock": "SELECT " + SCHEDULE_COLUMNS + " FROM {s}.schedule "
+                      "WHERE name = ANY(%s) ORDER BY name FOR UPDATE",
+    "schedules": "SELECT " + SCHEDULE_COLUMNS + " FROM {s}.schedule ORDER BY name",
+    "schedule_jobs": f"SELECT {_JOB} FROM {{s}}.future_job WHERE schedule = %s "
+                     "ORDER BY next_check_at, id",
+    "schedule_jobs_for_update": f"SELECT {_JOB}, fingerprint, {LIVENESS} FROM {{s}}.future_job f "
+                                "WHERE schedule = %(name)s ORDER BY next_check_at, id FOR UPDATE",
+    "schedule_pause": "UPDATE {s}.schedule SET paused_at = %s WHERE name = %s",
+    "schedule_move": "UPDATE {s}.schedule SET next_at = %s WHERE name = %s AND next_at = %s",
+    "schedule_delete": "DELETE FROM {s}.schedule WHERE name = %s",
+    "schedule_armed": "SELECT 1 FROM {s}.future_job WHERE schedule = %s AND occurrence = %s",
+    "schedule_reslot": "UPDATE {s}.schedule SET resolution = %s",
     "server": "SELECT current_setting('server_version'), current_database(), "
               "coalesce(inet_server_addr()::text, current_setting('unix_socket_directories'))",
 }

@@ -9,8 +9,8 @@ HISTORY_KEYS = (
     "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
     "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
     "last_status", "error", "output", "idempotency_key", "fingerprint", "payload", "job",
-    "host", "pid",
+    "host", "pid", "schedule",
 )
 # Keys an export made before they existed may lack (read as None).
-OPTIONAL_KEYS = ("host", "pid")
+OPTIONAL_KEYS = ("host", "pid", "schedule")
 TIME_KEYS = ("first_check_at", "ended_at", "created_at")

@@ -31,9 +31,9 @@ from ..slots import iso, parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError
 from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
-    Outcome, Reslot, StoreHealth, StoreStats, run_order,
+    Outcome, Reslot, Schedule, StoreHealth, StoreStats, run_order,
 )
-from . import pg_migrations, pg_portable, rules
+from . import pg_migrations, pg_portable, pg_schedules, rules
 from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
 from .pg_rows import (
@@ -208,6 +208,7 @@ class PostgresStore:
             if reslot is not None:
                 moved = cur.execute(self.sql.reslot_pending, {
                     "secs": reslot * 60, "now": sec(now)}).rowcount
+                cur.execute(self.sql.schedule_reslot, (reslot,))
         self._meta["settings"] = values
         return moved
 
@@ -564,15 +565,22 @@ class PostgresStore:
         else:
             sql = sql.replace("{kinds}", "")
         with self._tx("cannot claim") as cur:
-            rows = cur.execute(sql, params).fetchall()
-        return sorted(map(row_to_job, rows), key=run_order)
+            return self._claimed(cur, cur.execute(sql, params).fetchall(), now, owner)
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
                   lease_until: datetime) -> list[Job]:
         params = {"ids": list(ids), **self._lease(now, owner, lease_until)}
         with self._tx("cannot claim") as cur:
-            rows = cur.execute(self.sql.claim_ids, params).fetchall()
-        return sorted(map(row_to_job, rows), key=run_order)
+            return self._claimed(cur, cur.execute(self.sql.claim_ids, params).fetchall(), now,
+                                 owner)
+
+    def _claimed(self, cur, rows: list, now: datetime, owner: str) -> list[Job]:
+        jobs = sorted(map(row_to_job, rows), key=run_order)
+        if any(j.schedule for j in jobs):
+            # A schedule's next occurrence is made in the claim's own transaction.
+            dropped = pg_schedules.rearm(cur, self.sql, jobs, sec(now), owner)
+            return [j for j in jobs if j.id not in dropped]
+        return jobs
 
     def _lease(self, now: datetime, owner: str, lease_until: datetime) -> dict:
         """A claim's lease parameters: its length is the caller's (``lease_until - now``), its
@@ -643,6 +651,56 @@ class PostgresStore:
     def runners(self) -> list[tuple[str, tuple[str, ...], int | None, datetime]]:
         with self._tx("cannot read the runners") as cur:
             return [(h, tuple(k), p, at) for h, k, p, at in cur.execute(self.sql.runners)]
+
+    # -- recurring schedules --------------------------------------------------------------
+    def add_schedule(self, schedule: Schedule, now: datetime) -> Job:
+        try:
+            with self._tx("cannot add the schedule") as cur:
+                cur.execute(self.sql.schedule_insert, pg_schedules.schedule_to_row(schedule))
+                job = pg_schedules.arm(cur, self.sql, schedule, sec(now))
+        except Conflict:  # the name's primary key (``_error``)
+            raise Conflict(f"schedule {schedule.name!r} already exists") from None
+        assert job is not None
+        return job
+
+    def get_schedule(self, name: str) -> Schedule | None:
+        with self._tx("cannot read schedules") as cur:
+            r = cur.execute(self.sql.schedule_get, (name,)).fetchone()
+        return pg_schedules.row_to_schedule(r) if r else None
+
+    def schedules(self) -> list[Schedule]:
+        with self._tx("cannot read schedules") as cur:
+            return [pg_schedules.row_to_schedule(r) for r in cur.execute(self.sql.schedules)]
+
+    def schedule_jobs(self, name: str) -> list[Job]:
+        with self._tx("cannot read schedules") as cur:
+            return [row_to_job(r) for r in cur.execute(self.sql.schedule_jobs, (name,))]
+
+    def pause_schedule(self, name: str, now: datetime) -> Schedule:
+        now = sec(now)
+        with self._tx("cannot pause the schedule") as cur:
+            s = pg_schedules.must(cur, self.sql, name)
+            cur.execute(self.sql.schedule_pause, (now, name))
+            self._cancel(cur, "f.schedule = %(name)s", {"name": name}, now,
+                         f"schedule {name} paused")
+        return s.replace(paused_at=now)
+
+    def resume_schedule(self, name: str, now: datetime) -> Schedule:
+        now = sec(now)
+        with self._tx("cannot resume the schedule") as cur:
+            s = pg_schedules.must(cur, self.sql, name).replace(paused_at=None)
+            cur.execute(self.sql.schedule_pause, (None, name))
+            pg_schedules.arm(cur, self.sql, s, now)
+        return s
+
+    def remove_schedule(self, name: str, now: datetime) -> CancelResult:
+        now = sec(now)
+        with self._tx("cannot remove the schedule") as cur:
+            pg_schedules.must(cur, self.sql, name)
+            cancelled, running = self._cancel(cur, "f.schedule = %(name)s", {"name": name},
+                                              now, f"schedule {name} removed")
+            cur.execute(self.sql.schedule_delete, (name,))
+        return CancelResult(cancelled, running, [])
 
     # -- moving a home (export / import: pg_portable) -------------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

@@ -92,13 +92,13 @@ def job_out(j: Job) -> tuple[Any, ...]:
     return (j.id, j.kind.value, j.target, j.payload_json, j.headers, j.entity_name, j.entity_key,
             j.first_check_at, j.next_check_at, j.check_count, j.attempt, j.max_checks, j.horizon,
             j.timeout, j.max_attempts, j.misfire_grace, j.idempotency_key, j.cwd, j.created_at,
-            j.updated_at, j.last_error, j.env)
+            j.updated_at, j.last_error, j.env, j.schedule, j.occurrence)
 
 
 def job_in(t: tuple[Any, ...], owner: str, lease_until: datetime) -> Job:
     return Job(t[0], _KINDS[t[1]], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10],
                Status.IN_FLIGHT, t[11], t[12], t[13], t[14], t[15], t[16], t[17], t[18], t[19],
-               t[20], owner, lease_until, None, t[21])
+               t[20], owner, lease_until, None, t[21], t[22], t[23])
 
 
 def _result_out(r: Result | None) -> tuple[Any, ...] | None:

@@ -22,14 +22,14 @@ from ..errors import JobNotFound, StoreError
 from ..ids import shard_of
 from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Outcome, Reslot,
-    StoreHealth, StoreStats,
+    Schedule, StoreHealth, StoreStats,
 )
 from ..slots import from_iso, is_boundary, iso, slot_for
-from . import migrations, rules, sqlite_portable, sqlite_reports
+from . import migrations, rules, sqlite_portable, sqlite_reports, sqlite_schedules
 from .filelocks import FlockSlotLock, OwnerSessions
 from .spec import StoreSpec
 from .sqlite_rows import (
-    CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, SELECT_EXECUTION,
+    CLAIM_COLUMNS, CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, SELECT_EXECUTION,
     SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many, job_filters,
     row_to_execution, row_to_history, row_to_job, translate, where,
 )
@@ -54,6 +54,7 @@ _CLAIM_LEASE = ("UPDATE future_job SET status = 'in_flight', lease_owner = ?, le
 # would hand the GIL back and forth once per job while the event loop sends).
 _OWNED = ("SELECT json_group_array(id) FROM future_job WHERE id IN "
           "(SELECT value FROM json_each(?)) AND lease_owner = ?")
+_SCHEDULE = CLAIM_COLUMNS.index("schedule")
 _TO_PENDING = ("status = 'pending', lease_owner = NULL, lease_until = NULL, started_at = NULL, "
                "updated_at = ?")
 
@@ -210,6 +211,7 @@ class SQLiteStore:
                         moved.append((iso(slot_for(slot, reslot)), iso(now), job_id))
                 c.executemany("UPDATE future_job SET next_check_at = ?, updated_at = ? "
                               "WHERE id = ?", moved)
+                c.execute("UPDATE schedule SET resolution = ?", (reslot,))
         self._meta["settings"] = values
         return len(moved)
 
@@ -410,13 +412,19 @@ class SQLiteStore:
                            owner, lease_until, len(ids))
 
     def _claim(self, cond, params, now, owner, lease_until, limit) -> list[Job]:
+        times: dict[str, datetime] = {}
         with self._write() as c:
             live = self._live_expired_owners(c, cond, params, now, owner)
             found, ids = c.execute(_CLAIM_READ.format(f"{cond} AND {_CLAIMABLE}"),
                                    [*params, iso(now), owner, live, limit]).fetchone()
             c.execute(_CLAIM_LEASE, (owner, iso(lease_until), iso(now), ids))
-        times: dict[str, datetime] = {}
-        return [claimed_job(r, times, owner, lease_until, now) for r in json.loads(found)]
+            rows = json.loads(found)
+            if any(r[_SCHEDULE] for r in rows):
+                # A schedule's next occurrence is made in the claim's own transaction.
+                jobs = [claimed_job(r, times, owner, lease_until, now) for r in rows]
+                dropped = sqlite_schedules.rearm(c, jobs, now, owner)
+                return [j for j in jobs if j.id not in dropped]
+        return [claimed_job(r, times, owner, lease_until, now) for r in rows]
 
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
         if not ids:
@@ -482,6 +490,41 @@ class SQLiteStore:
     def runners(self) -> list[tuple[str, tuple[str, ...], int | None, datetime]]:
         return [(h, tuple(json.loads(k)), p, from_iso(at)) for h, k, p, at in self.conn.execute(
             "SELECT host, kinds, pid, seen_at FROM runner_host ORDER BY seen_at DESC, host")]
+
+    # -- recurring schedules --------------------------------------------------------------
+    def add_schedule(self, schedule: Schedule, now: datetime) -> Job:
+        with self._write() as c:
+            return sqlite_schedules.add(c, schedule, now)
+
+    def get_schedule(self, name: str) -> Schedule | None:
+        return sqlite_schedules.get(self.conn, name)
+
+    def schedules(self) -> list[Schedule]:
+        return sqlite_schedules.every(self.conn)
+
+    def schedule_jobs(self, name: str) -> list[Job]:
+        return sqlite_schedules.pending_of(self.conn, name)
+
+    def pause_schedule(self, name: str, now: datetime) -> Schedule:
+        with self._write() as c:
+            s = sqlite_schedules.set_paused(c, name, now)
+            self._cancel_jobs(c, sqlite_schedules.pending_of(c, name), now,
+                              f"schedule {name} paused")
+            return s
+
+    def resume_schedule(self, name: str, now: datetime) -> Schedule:
+        with self._write() as c:
+            s = sqlite_schedules.set_paused(c, name, None)
+            sqlite_schedules.arm(c, s, now)
+            return s
+
+    def remove_schedule(self, name: str, now: datetime) -> CancelResult:
+        with self._write() as c:
+            sqlite_schedules.set_paused(c, name, now)  # raises ScheduleNotFound
+            result = self._cancel_jobs(c, sqlite_schedules.pending_of(c, name), now,
+                                       f"schedule {name} removed")
+            sqlite_schedules.delete(c, name)
+            return result
 
     # -- moving a home (export / import) --------------------------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

@@ -17,7 +17,7 @@ JOB_COLUMNS = (
     "first_check_at", "next_check_at", "check_count", "attempt", "status", "max_checks",
     "horizon", "timeout", "max_attempts", "misfire_grace", "idempotency_key", "fingerprint",
     "cwd", "lease_owner", "lease_until", "created_at", "updated_at", "last_error",
-    "started_at", "env",
+    "started_at", "env", "schedule", "occurrence",
 )
 FINGERPRINT = JOB_COLUMNS.index("fingerprint")
 # started_at: the column (kept for rows written before job_started), else the start mark of
@@ -32,6 +32,7 @@ HISTORY_COLUMNS = (
     "id", "kind", "target", "entity_name", "entity_key", "outcome", "reason", "checks",
     "attempts", "first_check_at", "ended_at", "created_at", "duration_ms", "lateness_ms",
     "last_status", "error", "output", "idempotency_key", "fingerprint", "job", "host", "pid",
+    "schedule",
 )
 HISTORY_HEAD = f"INSERT INTO job_history ({', '.join(HISTORY_COLUMNS)})"
 INSERT_HISTORY = f"{HISTORY_HEAD} VALUES ({', '.join('?' * len(HISTORY_COLUMNS))})"
@@ -61,6 +62,7 @@ def row_to_job(r: tuple) -> Job:
         from_iso(r[7]), from_iso(r[8]), r[9], r[10], _STATUSES[r[11]], r[12], r[13], r[14],
         r[15], r[16], r[17], r[19], opt_time(r[22]), opt_time(r[23]), r[24], r[20],
         opt_time(r[21]), opt_time(r[25]), json.loads(r[26]) if r[26] is not None else None,
+        r[27], opt_time(r[28]),
     )
 
 
@@ -70,7 +72,7 @@ def row_to_job(r: tuple) -> Job:
 CLAIM_COLUMNS = ("id", "kind", "target", "payload", "headers", "entity_name", "entity_key",
                  "first_check_at", "next_check_at", "check_count", "attempt", "max_checks",
                  "horizon", "timeout", "max_attempts", "misfire_grace", "idempotency_key", "cwd",
-                 "created_at", "last_error", "env")
+                 "created_at", "last_error", "env", "schedule", "occurrence")
 # As JSON values: REAL columns as exact text (JSON numbers keep only 15 digits).
 _REAL = ("horizon", "timeout", "misfire_grace")
 CLAIM_JSON = ", ".join(f"CASE WHEN {c} IS NULL THEN NULL ELSE printf('%!.17g', {c}) END"
@@ -89,7 +91,7 @@ def claimed_job(r: tuple, times: dict[str, datetime], owner: str, lease_until: d
         Status.IN_FLIGHT, r[11], _real(r[12]), _real(r[13]), r[14], _real(r[15]), r[16], r[17],
         (times.get(created) or times.setdefault(created, from_iso(created))) if created
         else None, now, r[19], owner, lease_until, None,
-        json.loads(r[20]) if r[20] is not None else None,
+        json.loads(r[20]) if r[20] is not None else None, r[21], opt_time(r[22]),
     )
 
 
@@ -121,6 +123,7 @@ def job_to_row(j: Job, fingerprint: str | None) -> tuple:
         fingerprint, j.cwd, j.lease_owner, opt_iso(j.lease_until), opt_iso(j.created_at),
         opt_iso(j.updated_at), j.last_error, opt_iso(j.started_at),
         json.dumps(j.env, separators=(",", ":")) if j.env is not None else None,
+        j.schedule, opt_iso(j.occurrence),
     )
 
 
@@ -132,6 +135,7 @@ def row_to_history(r: sqlite3.Row) -> HistoryRow:
         ended_at=from_iso(r["ended_at"]), created_at=opt_time(r["created_at"]),
         duration_ms=r["duration_ms"], last_status=r["last_status"], error=r["error"],
         output=r["output"], payload_json=payload_of(r["job"]), host=r["host"], pid=r["pid"],
+        schedule=r["schedule"],
     )
 
 

@@ -89,7 +89,7 @@ def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
             j.id, j.kind.value, j.target, j.entity_name, j.entity_key, e.outcome.value,
             e.reason, checks, attempts, iso(j.first_check_at), stamp, opt_iso(j.created_at),
             ms, late, status, error, output, j.idempotency_key, None,
-            job_to_json(j) if keep else payload_only_json(j), host, pid,
+            job_to_json(j) if keep else payload_only_json(j), host, pid, j.schedule,
         ))
     insert_many(c, HISTORY_HEAD, len(HISTORY_COLUMNS), rows)
     # Fingerprints follow the job into history, for idempotency after it ended.

@@ -879,3 +879,132 @@ def test_runners_note_their_kinds_one_row_per_host(store):
     store.note_runner("host-a", 101, ["http", "exec"], T0 + 2 * MIN)
     assert store.runners() == [("host-a", ("http", "exec"), 101, T0 + 2 * MIN),
                                ("host-b", ("http", "exec", "python"), 200, T0 + MIN)]
+
+
+# -- recurring schedules ----------------------------------------------------------------------
+def mk_schedule(name: str = "tick", *, cron: str = "*/5 * * * *", missed: str = "once",
+                window: float = 86400.0, next_at: datetime = S1, **fields):
+    from awty.model import Schedule
+
+    template = mk(S1, headers={"X-Team": "ops"}, **fields)
+    return Schedule(name, cron, None, None, "UTC", missed, window, 1, template, next_at,
+                    None, NOW)
+
+
+def pending_of(store, name: str) -> list[Job]:
+    return store.schedule_jobs(name)
+
+
+def test_schedule_add_get_list(store):
+    s = mk_schedule("b-tick")
+    job = store.add_schedule(s, S1 - MIN)
+    assert (job.schedule, job.occurrence, job.next_check_at) == ("b-tick", S1, S1)
+    assert job.headers == {"X-Team": "ops"} and job.status is Status.PENDING
+    got = store.get_schedule("b-tick")
+    assert got.replace(template=s.template) == s
+    t = got.template
+    assert (t.kind, t.target, t.payload_json, t.headers) == (
+        s.template.kind, s.template.target, s.template.payload_json, s.template.headers)
+    store.add_schedule(mk_schedule("a-tick"), S1 - MIN)
+    assert [x.name for x in store.schedules()] == ["a-tick", "b-tick"]
+    assert store.get(job.id).occurrence == S1
+    assert store.get_schedule("nope") is None
+
+
+def test_schedule_name_taken_changes_nothing(store):
+    store.add_schedule(mk_schedule(), S1 - MIN)
+    with pytest.raises(Conflict, match="already exists"):
+        store.add_schedule(mk_schedule(cron="0 * * * *", next_at=S2), S1 - MIN)
+    assert store.get_schedule("tick").cron == "*/5 * * * *"
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1]
+
+
+def test_one_job_per_occurrence_is_a_store_key(store):
+    job = store.add_schedule(mk_schedule(), S1 - MIN)
+    twin = job.replace(id=_next_id())
+    with pytest.raises(Conflict):
+        add(store, twin)
+    assert ids(pending_of(store, "tick")) == [job.id]
+
+
+def test_claim_makes_the_next_occurrence_in_its_transaction(store):
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    got = claim(store, S1, now=S1)
+    assert ids(got) == [first.id] and got[0].occurrence == S1
+    after = pending_of(store, "tick")
+    assert [(j.occurrence, j.next_check_at, j.status) for j in after] == [
+        (S1, S1, Status.IN_FLIGHT), (S1 + 5 * MIN, S1 + 5 * MIN, Status.PENDING)]
+    assert store.get_schedule("tick").next_at == S1 + 5 * MIN
+    nxt = after[1]
+    assert nxt.headers == {"X-Team": "ops"} and nxt.id != first.id
+    # the occurrence's own end names the schedule in history
+    store.finish([end(got[0])], owner=A, now=S1)
+    (row,) = store.get_history(first.id)
+    assert row.schedule == "tick"
+
+
+def test_a_claim_taken_over_makes_no_second_occurrence(store):
+    store.add_schedule(mk_schedule(), S1 - MIN)
+    (job,) = claim(store, S1, now=S1, owner=A, lease=MIN)
+    # A vanished (never held a session): its lease runs out and B takes the claim over
+    (again,) = claim(store, S1, now=S1 + 2 * MIN, owner=B)
+    assert again.id == job.id
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1, S1 + 5 * MIN]
+    assert store.get_schedule("tick").next_at == S1 + 5 * MIN
+
+
+def test_runners_stopped_3h_missed_once(store):
+    store.add_schedule(mk_schedule(missed="once"), S1 - MIN)
+    late = S1 + timedelta(hours=3)
+    (job,) = claim(store, S1, now=late)
+    assert job.occurrence == S1
+    (row,) = store.history(outcome="skipped")
+    assert row.schedule == "tick"
+    assert row.reason.startswith("35 occurrences missed 2026-11-22 10:05–12:55 (UTC), "
+                                 "policy once"), row.reason
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1, late]
+
+
+def test_runners_stopped_3h_missed_skip(store):
+    store.add_schedule(mk_schedule(missed="skip"), S1 - MIN)
+    late = S1 + timedelta(hours=3)
+    assert claim(store, S1, now=late) == []
+    (row,) = store.history(outcome="skipped")
+    assert row.reason.startswith("36 occurrences missed"), row.reason
+    assert [j.occurrence for j in pending_of(store, "tick")] == [late]
+
+
+def test_runners_stopped_3h_missed_all(store):
+    store.add_schedule(mk_schedule(missed="all"), S1 - MIN)
+    late = S1 + timedelta(hours=3)
+    (job,) = claim(store, S1, now=late)
+    assert job.occurrence == S1
+    assert store.history(outcome="skipped") == []
+    made = pending_of(store, "tick")
+    assert [j.occurrence for j in made] == [S1 + i * 5 * MIN for i in range(37)]
+    # the missed ones fire in the next slot, the one after in its own
+    assert {j.next_check_at for j in made[1:]} == {late + MIN}
+
+
+def test_pause_resume_remove_schedule(store):
+    from awty.errors import ScheduleNotFound
+
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    paused = store.pause_schedule("tick", S1 - MIN)
+    assert paused.paused_at is not None and pending_of(store, "tick") == []
+    assert store.get_history(first.id)[0].reason == "schedule tick paused"
+    assert claim(store, S1, now=S1) == []
+    resumed = store.resume_schedule("tick", S1 + 12 * MIN)
+    assert resumed.paused_at is None
+    (again,) = pending_of(store, "tick")
+    # the occurrence missed while paused is due at once; its claim applies the policy
+    assert (again.occurrence, again.next_check_at) == (S1, S1 + 13 * MIN)
+    assert store.resume_schedule("tick", S1 + 12 * MIN) and len(pending_of(store, "tick")) == 1
+    (fired,) = claim(store, S1 + 13 * MIN, now=S1 + 13 * MIN)
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1, S1 + 15 * MIN]
+    store.finish([end(fired)], owner=A, now=S1 + 13 * MIN)
+    result = store.remove_schedule("tick", S1 + 14 * MIN)
+    assert [j.occurrence for j in result.cancelled] == [S1 + 15 * MIN]
+    assert store.get_schedule("tick") is None and pending_of(store, "tick") == []
+    with pytest.raises(ScheduleNotFound):
+        store.pause_schedule("tick", S1)

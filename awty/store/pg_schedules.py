@@ -1,0 +1,86 @@
+"""The PostgreSQL store's schedule rows (as ``sqlite_schedules``): each function runs inside
+the caller's transaction, on its cursor; what each decides is ``schedrules``'."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..errors import ScheduleNotFound
+from ..model import Job, Outcome, Schedule
+from .jobdict import job_from_json, job_to_json
+from .pg_rows import history_row, job_to_row, sec
+from .pg_sql import HISTORY_COPY_TYPES, JOB_COPY_TYPES
+
+
+def schedule_to_row(s: Schedule) -> tuple:
+    return (s.name, s.cron, s.every, sec(s.start), s.zone, s.missed, float(s.window),
+            s.resolution, job_to_json(s.template), sec(s.next_at), sec(s.paused_at),
+            sec(s.created_at))
+
+
+def row_to_schedule(r: Sequence) -> Schedule:
+    return Schedule(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], job_from_json(r[8]), r[9],
+                    r[10], r[11])
+
+
+def must(cur, sql, name: str) -> Schedule:
+    r = cur.execute(sql.schedule_lock, (name,)).fetchone()
+    if r is None:
+        raise ScheduleNotFound(name)
+    return row_to_schedule(r)
+
+
+def copy(cur, sql_text: str, types, rows) -> None:
+    with cur.copy(sql_text) as cp:
+        cp.set_types(types)
+        for row in rows:
+            cp.write_row(row)
+
+
+def arm(cur, sql, s: Schedule, now: datetime) -> Job | None:
+    """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists."""
+    from .schedrules import occurrence_job
+
+    if cur.execute(sql.schedule_armed, (s.name, sec(s.next_at))).fetchone():
+        return None
+    job = occurrence_job(s, s.next_at, now)
+    copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, None)])
+    return job
+
+
+def rearm(cur, sql, claimed: list[Job], now: datetime, owner: str) -> set[str]:
+    """A claim's re-arming (``sqlite_schedules.rearm``); the schedule rows are locked in name
+    order, so that runners claiming occurrences of the same schedules wait for each other."""
+    from .schedrules import at_claim, is_due_rearm
+
+    names = sorted({j.schedule for j in claimed if j.schedule})
+    found = {s.name: s for s in map(row_to_schedule, cur.execute(
+        sql.schedules_lock, (names,)).fetchall())}
+    rows: list[tuple] = []
+    history: list[tuple] = []
+    moves: list[tuple] = []
+    dropped: set[str] = set()
+    for job in claimed:
+        s = found.get(job.schedule)  # type: ignore[arg-type]
+        if not is_due_rearm(s, job):
+            continue
+        assert s is not None
+        r = at_claim(s, job, now)
+        rows.extend(job_to_row(j, None) for j in r.jobs)
+        if r.skipped is not None:
+            history.append(history_row(r.skipped, Outcome.SKIPPED, r.reason or "skipped", now,
+                                       None, owner=owner))
+            if not r.fire:
+                dropped.add(job.id)
+        moves.append((sec(r.next_at), s.name, sec(s.next_at)))
+        found[s.name] = s.replace(next_at=r.next_at)
+    if moves:
+        cur.executemany(sql.schedule_move, moves)
+    if rows:
+        copy(cur, sql.copy_jobs, JOB_COPY_TYPES, rows)
+    if history:
+        copy(cur, sql.copy_history, HISTORY_COPY_TYPES, history)
+    if dropped:
+        cur.execute(sql.delete_jobs, (list(dropped),))
+    return dropped

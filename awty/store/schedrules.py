@@ -1,0 +1,86 @@
+"""The rules of recurring schedules in the store, written once for both stores (pure: records
+in, records out; ``now`` is an argument). Each store reads the schedule rows a claim needs,
+calls ``at_claim``, and writes what it decided in the claim's own transaction:
+
+- only the next occurrence of a schedule exists as a pending job; it is made when the one
+  before it is claimed (``at_claim``), or when the schedule is added or resumed
+  (``occurrence_job``);
+- a schedule's ``next_at`` names that occurrence and moves on only from it (a compare and set):
+  a claim taken over after a crash, a re-run or a second runner finds ``next_at`` already moved
+  and makes nothing, so no occurrence ever gets two jobs (the stores also keep
+  ``(schedule, occurrence)`` unique among pending jobs);
+- what the missed-run policy (``missed.catch_up``) does not fire ends as one ``skipped``
+  history row saying how many and why.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..model import Job, Schedule, Status, new_id
+from ..record import Record, _draft, _seal
+
+
+class Rearm(Record):
+    """What a store does at the claim of a schedule's pending occurrence."""
+
+    __slots__ = ("fire", "jobs", "skipped", "reason", "next_at")
+    fire: bool  # the claimed job runs; False: it ends as ``skipped`` (``reason``)
+    jobs: tuple[Job, ...]  # to insert as pending: missed ones to fire, then the next
+    skipped: Job | None  # ends as the ``skipped`` history row (the claimed job when not fire)
+    reason: str | None
+    next_at: datetime  # the schedule's new ``next_at``
+
+    def __new__(cls, fire: bool, jobs: tuple[Job, ...], skipped: Job | None,
+                reason: str | None, next_at: datetime) -> Rearm:
+        s = _draft(cls)
+        s.fire = fire
+        s.jobs = jobs
+        s.skipped = skipped
+        s.reason = reason
+        s.next_at = next_at
+        return _seal(s, cls)
+
+
+def rule_of(s: Schedule):  # -> recurrence.Rule (imported only where schedules are used)
+    from ..recurrence import Rule
+
+    return Rule(s.cron, s.every, s.start, s.zone)
+
+
+def occurrence_job(s: Schedule, nominal: datetime, now: datetime) -> Job:
+    """The pending job of ``s``'s occurrence at ``nominal``: in its slot, or the next one when
+    that slot has begun (``missed.due_slot``)."""
+    from ..missed import due_slot
+
+    slot = due_slot(nominal, now, s.resolution)
+    return s.template.replace(
+        id=new_id(slot), first_check_at=slot, next_check_at=slot, check_count=0, attempt=0,
+        status=Status.PENDING, created_at=now, updated_at=now, last_error=None,
+        lease_owner=None, lease_until=None, started_at=None, idempotency_key=None,
+        schedule=s.name, occurrence=nominal)
+
+
+def is_due_rearm(s: Schedule | None, job: Job) -> bool:
+    """Whether claiming ``job`` moves ``s`` on: the job is ``s``'s pending occurrence and ``s``
+    is live (not paused, not removed). A job of another occurrence (``schedule run``, or one a
+    catch-up made) or a claim taken over after its re-arm moves nothing."""
+    return (s is not None and s.paused_at is None and job.occurrence is not None
+            and s.next_at == job.occurrence)
+
+
+def at_claim(s: Schedule, job: Job, now: datetime) -> Rearm:
+    """The claim of ``job``, ``s``'s pending occurrence (``is_due_rearm``), at ``now``."""
+    from ..missed import Missed, catch_up
+
+    assert job.occurrence is not None
+    d = catch_up(rule_of(s), job.occurrence, now, policy=Missed(s.missed),
+                 resolution=s.resolution, window=s.window)
+    jobs = tuple(occurrence_job(s, at, now) for at in (*d.extra, d.next))
+    skipped: Job | None = None
+    if not d.fire_claimed:
+        skipped = job
+    elif d.skipped:
+        # The occurrences the claimed one stands for: a row of their own, with an id of now.
+        skipped = job.replace(id=new_id(now))
+    return Rearm(d.fire_claimed, jobs, skipped, d.reason, d.next)

@@ -1,0 +1,124 @@
+"""The SQLite store's schedule rows: adding, reading, pausing, resuming, removing, and the
+re-arming a claim does, each inside the caller's transaction (what each decides is
+``schedrules``'; here only how SQLite reads and writes it)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..errors import Conflict, ScheduleNotFound
+from ..model import End, Job, Outcome, Schedule
+from ..slots import iso
+from .jobdict import job_from_json, job_to_json
+from .sqlite_rows import INSERT_JOB, SELECT_JOB, job_to_row, opt_iso, opt_time, row_to_job
+from .sqlite_write import end_rows
+
+SCHEDULE_COLUMNS = ("name", "cron", "every", "start", "zone", "missed", "missed_window",
+                    "resolution", "template", "next_at", "paused_at", "created_at")
+SELECT_SCHEDULE = f"SELECT {', '.join(SCHEDULE_COLUMNS)} FROM schedule"
+_INSERT = (f"INSERT INTO schedule ({', '.join(SCHEDULE_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(SCHEDULE_COLUMNS))})")
+
+
+def schedule_to_row(s: Schedule) -> tuple:
+    return (s.name, s.cron, s.every, opt_iso(s.start), s.zone, s.missed, s.window,
+            s.resolution, job_to_json(s.template), iso(s.next_at), opt_iso(s.paused_at),
+            iso(s.created_at))
+
+
+def row_to_schedule(r: Sequence) -> Schedule:
+    return Schedule(r[0], r[1], r[2], opt_time(r[3]), r[4], r[5], r[6], r[7],
+                    job_from_json(r[8]), opt_time(r[9]), opt_time(r[10]),  # type: ignore[arg-type]
+                    opt_time(r[11]))
+
+
+def get(c: sqlite3.Connection, name: str) -> Schedule | None:
+    r = c.execute(SELECT_SCHEDULE + " WHERE name = ?", (name,)).fetchone()
+    return row_to_schedule(r) if r else None
+
+
+def _must(c: sqlite3.Connection, name: str) -> Schedule:
+    s = get(c, name)
+    if s is None:
+        raise ScheduleNotFound(name)
+    return s
+
+
+def every(c: sqlite3.Connection) -> list[Schedule]:
+    return [row_to_schedule(r) for r in c.execute(SELECT_SCHEDULE + " ORDER BY name")]
+
+
+def add(c: sqlite3.Connection, s: Schedule, now: datetime) -> Job:
+    from .schedrules import occurrence_job
+
+    if get(c, s.name) is not None:
+        raise Conflict(f"schedule {s.name!r} already exists")
+    c.execute(_INSERT, schedule_to_row(s))
+    job = occurrence_job(s, s.next_at, now)
+    c.execute(INSERT_JOB, job_to_row(job, None))
+    return job
+
+
+def pending_of(c: sqlite3.Connection, name: str) -> list[Job]:
+    """The schedule's jobs in future_job (its pending occurrence, and any a catch-up or a
+    ``schedule run`` made, pending or in flight)."""
+    return [row_to_job(r) for r in c.execute(
+        SELECT_JOB + " WHERE schedule = ? ORDER BY next_check_at, id", (name,))]
+
+
+def set_paused(c: sqlite3.Connection, name: str, paused_at: datetime | None) -> Schedule:
+    _must(c, name)
+    c.execute("UPDATE schedule SET paused_at = ? WHERE name = ?", (opt_iso(paused_at), name))
+    return _must(c, name)
+
+
+def arm(c: sqlite3.Connection, s: Schedule, now: datetime) -> Job | None:
+    """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists; returns it."""
+    from .schedrules import occurrence_job
+
+    if c.execute("SELECT 1 FROM future_job WHERE schedule = ? AND occurrence = ?",
+                 (s.name, iso(s.next_at))).fetchone():
+        return None
+    job = occurrence_job(s, s.next_at, now)
+    c.execute(INSERT_JOB, job_to_row(job, None))
+    return job
+
+
+def delete(c: sqlite3.Connection, name: str) -> None:
+    c.execute("DELETE FROM schedule WHERE name = ?", (name,))
+
+
+def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) -> set[str]:
+    """A claim's re-arming of the schedules whose pending occurrence it took
+    (``schedrules.at_claim``); returns the ids of claimed jobs that must not fire (ended as
+    ``skipped``, already out of future_job)."""
+    from .schedrules import at_claim, is_due_rearm
+
+    names = json.dumps(sorted({j.schedule for j in claimed if j.schedule}))
+    found = {s.name: s for s in map(row_to_schedule, c.execute(
+        SELECT_SCHEDULE + " WHERE name IN (SELECT value FROM json_each(?))", (names,)))}
+    rows: list[tuple] = []
+    ends: list[End] = []
+    moves: list[tuple[str, str, str]] = []
+    dropped: set[str] = set()
+    for job in claimed:
+        s = found.get(job.schedule)  # type: ignore[arg-type]
+        if not is_due_rearm(s, job):
+            continue
+        assert s is not None
+        r = at_claim(s, job, now)
+        rows.extend(job_to_row(j, None) for j in r.jobs)
+        if r.skipped is not None:
+            ends.append(End(r.skipped, Outcome.SKIPPED, r.reason or "skipped", None))
+            if not r.fire:
+                dropped.add(job.id)
+        moves.append((iso(r.next_at), s.name, iso(s.next_at)))
+        found[s.name] = s.replace(next_at=r.next_at)
+    # The compare and set: next_at moves only from the occurrence claimed.
+    c.executemany("UPDATE schedule SET next_at = ? WHERE name = ? AND next_at = ?", moves)
+    c.executemany(INSERT_JOB, rows)
+    end_rows(c, ends, now, owner)
+    return dropped
