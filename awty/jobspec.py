@@ -165,6 +165,8 @@ def _target(kind: Kind, value: Any, settings: Settings,
     if "\0" in value or not _utf8(value):
         raise InvalidInput("target: contains a NUL or bytes that are not UTF-8 text")
     if kind is Kind.HTTP:
+        if "://" not in value:
+            _refuse_non_url(value.strip())
         checked = _checked_url(value.strip(), settings)
         if memo is not None:
             memo["url", value] = checked
@@ -172,6 +174,26 @@ def _target(kind: Kind, value: Any, settings: Settings,
     if kind is Kind.PYTHON and not _py_target(value.strip()):
         raise InvalidInput(f"target: {value!r} is not package.module:function")
     return value
+
+
+def _refuse_non_url(text: str) -> None:
+    """A target without ``scheme://`` given as a URL is most often a command or a function
+    that lost its ``--exec``/``--call``: say which, rather than only "not a URL"."""
+    import re
+
+    from .netguard import _short
+
+    host = re.fullmatch(r"([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*)(:\d+)?(/\S*)?", text)
+    if _py_target(text):
+        hint = "--call"
+    elif host and (host[3] or "." in host[1] and not re.search(r"\.(sh|py|rb|pl)\b", text)):
+        local = host[1] == "localhost" or re.fullmatch(r"[\d.]+", host[1])
+        hint = f"{'http' if local else 'https'}://{text} (or --exec for a command)"
+    elif re.match(r"[A-Za-z][A-Za-z0-9+.-]*:\S", text):
+        return  # another scheme (mailto:, file:): check_url says which ones are allowed
+    else:
+        hint = "--exec"
+    raise InvalidInput(f"target {_short(text)!r}: not a URL; did you mean {hint}?")
 
 
 def _py_target(text: str) -> bool:

@@ -155,6 +155,24 @@ def test_key_without_entity_is_refused(home, tmp_path):
     assert db_rows(home, "future_job") == [] and tree_files(home) == []
 
 
+@pytest.mark.parametrize("target, says", [
+    ("ls -l", "target 'ls -l': not a URL; did you mean --exec?"),
+    ("./backup", "target './backup': not a URL; did you mean --exec?"),
+    ("myapp.checks:order_shipped",
+     "target 'myapp.checks:order_shipped': not a URL; did you mean --call?"),
+    ("example.com/hook", "target 'example.com/hook': not a URL; did you mean "
+                         "https://example.com/hook (or --exec for a command)?"),
+    ("localhost:8000/hook", "target 'localhost:8000/hook': not a URL; did you mean "
+                            "http://localhost:8000/hook (or --exec for a command)?"),
+])
+def test_a_target_that_is_not_a_url_suggests_the_option(home, target, says):
+    res = run(home, "add", target, "--in", "5m")
+    assert (res.exit_code, res.stdout, res.stderr) == (2, "", f"awty: {says}\n")
+    p = awty_cmd(home, "add", target, "--in", "5m")  # the quick path says the same
+    assert (p.returncode, p.stderr) == (2, f"awty: {says}\n")
+    assert db_rows(home, "future_job") == []
+
+
 def test_slots_and_reschedule(home):
     a = json.loads(run(home, "add", "https://e.com/", "--in", "2h", "--json").stdout)
     run(home, "add", "https://e.com/", "--in", "2h")
