@@ -64,6 +64,8 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
      '"/etc/awty/ca.pem"'),
     ("exec_env", True, "exec jobs run in the environment they were added in, as `at` does",
      None),
+    ("exec_env_allow", (), "variables an exec job keeps although they look like secrets "
+     "(names, or prefixes ending in *)", '["MY_APP_KEY", "GIT_*"]'),
     ("database_url", None, "several hosts: the PostgreSQL store instead of SQLite",
      '"postgresql://awty@db.example.com/awty"'),
     ("database_schema", "awty", "the PostgreSQL schema holding awty's tables", None),
@@ -116,6 +118,7 @@ class Settings(Record):
     runner_kinds: tuple[str, ...]
     ca_file: str | None
     exec_env: bool
+    exec_env_allow: tuple[str, ...]
     database_url: str | None
     database_schema: str
     database_pool_size: int
@@ -146,6 +149,7 @@ _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size":
 # Optional text settings, and what they hold (for the error message).
 _TEXT_KEYS = {"signing_secret_file": "a file path", "ca_file": "a file path",
               "notify_command": "a shell command (a string)"}
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*\*?"  # a variable name, or a prefix ending in *
 SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # a PostgreSQL name, never quoted wrong
 
 
@@ -190,6 +194,13 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 if k not in ("http", "exec", "python"):
                     raise ValueError(f"{k!r} is not one of http, exec, python")
             return kinds
+        if key == "exec_env_allow":
+            items = value.split(",") if isinstance(value, str) else list(value)
+            allow = tuple(dict.fromkeys(str(x).strip() for x in items if str(x).strip()))
+            for name in allow:
+                if not re.fullmatch(ENV_NAME, name):
+                    raise ValueError(f"{name!r} is not a variable name (or a prefix ending in *)")
+            return allow
         if key in ("deny_private_networks", "exec_env"):
             if isinstance(value, bool):
                 return value

@@ -91,7 +91,8 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         idempotency_key=_text(spec, "idempotency_key"),
         cwd=_cwd(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
         created_at=now, updated_at=now,
-        env=_env(environ) if kind is Kind.EXEC and due is None and settings.exec_env else None,
+        env=(_env(environ, settings) if kind is Kind.EXEC and due is None and settings.exec_env
+             else None),
     )
     # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
     return job, fingerprint(job) if job.idempotency_key else None
@@ -117,10 +118,10 @@ def envelope_spec(data: dict[str, Any], name_id: str | None) -> dict[str, Any]:
     return spec
 
 
-def _env(environ: Mapping[str, str] | None) -> dict[str, str]:
+def _env(environ: Mapping[str, str] | None, settings: Settings) -> dict[str, str]:
     from .execenv import capture
 
-    return capture(os.environ if environ is None else environ)
+    return capture(os.environ if environ is None else environ, allow=settings.exec_env_allow)
 
 
 _KINDS = {k.value: k for k in Kind}  # a dict lookup, not an Enum call: batches build many jobs

@@ -29,11 +29,61 @@ SPEC = {"kind": "exec", "target": "mytool", "in": "1h"}
     ("GITHUB_TOKEN", False), ("AWS_SECRET_ACCESS_KEY", False), ("PGPASSWORD", False),
     ("MYSQL_PWD_PASSWD", False), ("api_key", False), ("GOOGLE_APPLICATION_CREDENTIALS", False),
     ("SSH_AUTH_SOCK", False), ("GPG_PASSPHRASE", False), ("SESSION_COOKIE", False),
-    ("TLS_PRIVATE", False),
+    ("TLS_PRIVATE", False), ("MYSQL_PWD", False), ("DB_PASS", False), ("CI_JOB_JWT", False),
+    ("SENTRY_DSN", False), ("SLACK_WEBHOOK_URL", False),
     ("_", False), ("SHLVL", False), ("PWD", False), ("OLDPWD", False), ("TERM", False),
 ])
 def test_what_is_recorded(name, kept):
     assert (name in execenv.capture({name: "v"})) is kept
+
+
+@pytest.mark.parametrize("value, secret", [
+    ("postgresql://app:pw@db/app", True), ("redis://:pw@cache:6379/0", True),
+    ("http://user:pass@proxy:3128", True), ("postgresql://app@db/app?password=pw", True),
+    ("AccountName=a;AccountKey=bXlrZXk=;EndpointSuffix=core.windows.net", True),
+    ("host=db user=app password=hunter2", True), ("--token=abc", True),
+    ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", True),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----", True), ("Bearer abcdefgh12345", True),
+    ("ghp_R8mQ2xV7kL9pT4nB6wZ1cY3dF5gH0jK2sA4e", True), ("xoxb-123456789-abcdefgh", True),
+    ("sk_live_51HxQ2mK9vL3pR7tW", True), ("AKIAIOSFODNN7EXAMPLE", True),
+    ("whsec_MfKQ9r8GKYqXnB7wQAg0", True),
+    ("Zx8Qm2Lr7Vk4Tn9Wb3Pc6Hy1Jd5Gf0Ns", True),  # random base62
+    ("4f1c2a9be07d4c3e8a15b6d9f0e2c7a1", True),  # 32 hex digits
+    ("k3j9x2m7q8w1z5v4b6n0p2r8t7y3u9c1", True),  # random lower case and digits, 32
+    ("https://hooks.slack.com/services/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", True),
+    # what shells usually hold
+    ("hello", False), ("/usr/lib/jvm/java-17-openjdk-amd64/bin", False), ("en_US.UTF-8", False),
+    ("postgresql://awty@db.example.com/awty", False), ("https://hooks.example.com/ok", False),
+    ("123e4567-e89b-12d3-a456-426614174000", False), ("MyApplicationServer2Config", False),
+    ("SomeVeryLongCamelCaseIdentifier123", False), ("release-2024-06-01-build1234", False),
+    ("-Xmx2g -Dfile.encoding=UTF-8", False), ("unix:path=/run/user/1000/bus", False),
+    ("rs=0:di=01;34:ln=01;36:mh=00:pi=40;33:so=01;35:do=01;35:bd=40;33;01", False),
+    ("/home/user/.local/share/virtualenvs/awty-Abc12XyZ/bin", False),
+    ("Mozilla/5.0 (X11; Linux x86_64)", False), ("ubuntu-22.04-x86_64-20240101", False),
+])
+def test_values_that_hold_a_credential(value, secret):
+    assert execenv.looks_secret(value) is secret
+    assert ("PLAIN" in execenv.capture({"PLAIN": value})) is not secret
+
+
+def test_always_kept_and_allowed_names():
+    env = {"PATH": "/bin", "HOME": "/h", "LANG": "C", "LC_ALL": "C", "TZ": "UTC",
+           "MY_APP_KEY": "k", "GIT_COMMIT": "9fceb02d0ae598e95dc970b74767f19372d61af8",
+           "OTHER_KEY": "k", "AWTY_SIGNING_SECRET": "whsec_x"}
+    got = execenv.capture(env, allow=("MY_APP_KEY", "GIT_*", "AWTY_SIGNING_SECRET"))
+    assert set(got) == {"PATH", "HOME", "LANG", "LC_ALL", "TZ", "MY_APP_KEY", "GIT_COMMIT"}
+
+
+def test_exec_env_allow_setting(tmp_path):
+    from awty.config import load
+    from awty.errors import InvalidInput
+
+    assert load(tmp_path, env={"AWTY_EXEC_ENV_ALLOW": "A, GIT_*"}).exec_env_allow == (
+        "A", "GIT_*")
+    (tmp_path / "awty.toml").write_text('exec_env_allow = ["MY_APP_KEY"]\n')
+    assert load(tmp_path, env={}).exec_env_allow == ("MY_APP_KEY",)
+    with pytest.raises(InvalidInput, match="exec_env_allow: bad value .*not a variable name"):
+        load(tmp_path, env={"AWTY_EXEC_ENV_ALLOW": "A B"})
 
 
 def test_over_the_cap_the_largest_go_and_are_named():
