@@ -15,7 +15,7 @@ from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
     ALL_KINDS, CancelResult, Execution, HistoryRow, Job, Kind, MisfirePolicy, RunSummary,
-    SlotSummary, StoreStats,
+    Schedule, SlotSummary, StoreStats,
 )
 from .record import Record, _draft, _seal
 from .slotdir import SlotTree, Staged
@@ -359,6 +359,67 @@ class Awty:
         finally:
             if staging is not None:
                 staging.close()
+
+    # -- recurring schedules (awty/schedules.py) -----------------------------------------
+    def schedule(self, name: str, target: str, *, cron: str | None = None,
+                 every: Duration | None = None, start: str | datetime | None = None,
+                 tz: str | None = None, missed: str | None = None,
+                 missed_window: Duration | None = None, **job: Any) -> Schedule:
+        """Keep a recurring schedule ``name`` firing ``target``: ``cron`` (five fields or an
+        @ shorthand, wall times in ``tz``, default the local zone) or ``every`` (a duration,
+        elapsed time, first at ``start``, default one interval from now). ``missed``: skip,
+        once (default) or all (within ``missed_window``, default 24h). ``job``: the options
+        of ``add`` (kind, payload, headers, entity, key, timeout, max_attempts…). Each
+        occurrence is an ordinary job; only the next one is pending. Bad input raises
+        ``InvalidInput`` naming the field, nothing stored."""
+        from . import schedules
+
+        job = {k: _seconds(v) if k in ("horizon", "timeout", "misfire_grace") else v
+               for k, v in job.items()}
+        return schedules.make(self, name, target, cron=cron, every=_seconds(every),
+                              start=start, tz=tz, missed=missed,
+                              missed_window=_seconds(missed_window), **job)[0]
+
+    def schedules(self) -> builtins.list[Any]:
+        """Every schedule with its rule in words, jobs pending and last outcome
+        (``schedules.ScheduleInfo``), by name."""
+        from . import schedules
+
+        return schedules.infos(self)
+
+    def get_schedule(self, name: str) -> Schedule:
+        """Raises ``ScheduleNotFound``."""
+        from . import schedules
+
+        return schedules.get(self, name)
+
+    def pause(self, name: str) -> Schedule:
+        """Stop a schedule: its pending occurrence is cancelled (one being delivered ends as
+        it will); ``resume`` makes it pending again, its missed policy then applies."""
+        return self.store.pause_schedule(name, self.clock.now())
+
+    def resume(self, name: str) -> Schedule:
+        """Undo ``pause``: the occurrence it held is pending again (in the next slot when its
+        own passed; the missed policy then decides what fires)."""
+        self._not_moved()
+        return self.store.resume_schedule(name, self.clock.now())
+
+    def remove_schedule(self, name: str) -> CancelResult:
+        """Delete a schedule; its pending occurrences are cancelled."""
+        return self.store.remove_schedule(name, self.clock.now())
+
+    def next_occurrences(self, name: str, n: int = 10) -> builtins.list[datetime]:
+        """The next ``n`` occurrences (nominal times, aware UTC), the pending one first."""
+        from . import schedules
+
+        return schedules.next_occurrences(self, name, n)
+
+    def run_schedule(self, name: str) -> RunSummary:
+        """Fire one occurrence of ``name`` now (its nominal time: now), as ``run_now``; the
+        schedule's pending occurrence stays as it is."""
+        from . import schedules
+
+        return schedules.run(self, name)
 
     # -- changing -------------------------------------------------------------------------
     def cancel(self, ids: str | Iterable[str]) -> CancelResult:

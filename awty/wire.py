@@ -25,7 +25,7 @@ MAX_HEADERS = 32
 RESERVED_HEADERS = frozenset({
     "host", "content-length", "content-type", "user-agent", "transfer-encoding", "connection",
     "keep-alive", "te", "trailer", "upgrade", "expect", "proxy-connection",
-    "x-awty-job-id", "x-awty-check", "x-awty-attempt",
+    "x-awty-job-id", "x-awty-check", "x-awty-attempt", "x-awty-schedule", "x-awty-occurrence",
 })
 # Every ``webhook-*`` name belongs to the Standard Webhooks signature (id, timestamp, signature
 # and whatever later versions add).

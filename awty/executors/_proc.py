@@ -40,6 +40,7 @@ from typing import Any
 
 from ..execenv import restore
 from ..model import Attempt, Job
+from ..slots import iso
 
 # Environment variables the child must never see (the secret itself, and where it lives).
 SECRET_ENV = ("AWTY_SIGNING_SECRET", "AWTY_SIGNING_SECRET_FILE")
@@ -277,6 +278,9 @@ def job_env(job: Job, attempt: Attempt) -> dict[str, str]:
         "AWTY_ATTEMPT": str(attempt.attempt),
         "AWTY_SLOT": attempt.slot,
     })
+    if job.schedule is not None and job.occurrence is not None:
+        env["AWTY_SCHEDULE"] = job.schedule
+        env["AWTY_OCCURRENCE"] = iso(job.occurrence)
     return env
 
 

@@ -62,7 +62,15 @@ def callback_body(job: Job, attempt: Attempt) -> bytes:
     return (f'{{"id":{_json_str(job.id)},"entity":{entity},"key":{key},'
             f'"payload":{job.payload_json or "null"},"check":{attempt.check:d},'
             f'"attempt":{attempt.attempt:d},"slot":{_json_str(attempt.slot)},'
-            f'"first_check_at":"{iso(job.first_check_at)}"}}').encode()
+            f'"first_check_at":"{iso(job.first_check_at)}"{_occurrence(job)}}}').encode()
+
+
+def _occurrence(job: Job) -> str:
+    """A schedule's occurrence names its schedule and nominal time in the body (the name is
+    a plain word: ``recurrence.parse_name``)."""
+    if job.schedule is None or job.occurrence is None:
+        return ""
+    return f',"schedule":{_json_str(job.schedule)},"occurrence":"{iso(job.occurrence)}"'
 
 
 # --- the wire ------------------------------------------------------------------------------
@@ -531,6 +539,9 @@ class HttpExecutor:
                     return f"header: {refusal[:200]}"
                 lines.append(f"{name}: {value}\r\n")
             extra = "".join(lines)
+        if job.schedule is not None and job.occurrence is not None:
+            extra += (f"X-Awty-Schedule: {job.schedule}\r\n"
+                      f"X-Awty-Occurrence: {iso(job.occurrence)}\r\n")
         msg_id = wire.message_id(job.id, attempt.check)
         if self._secret is not None:
             sig = f"webhook-signature: {signing.sign(self._secret, msg_id, ts, body)}\r\n"

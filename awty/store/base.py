@@ -264,6 +264,9 @@ class Store(Protocol):
     def schedule_jobs(self, name: str) -> builtins.list[Job]:
         """The schedule's jobs in ``future_job`` (pending or in flight), in run order."""
 
+    def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
+        """Each schedule's last history row: name -> (outcome, ended_at)."""
+
     def pause_schedule(self, name: str, now: datetime) -> Schedule:
         """Stop ``name``: its pending jobs end as cancelled (running ones finish), and no claim
         moves it on. ``ScheduleNotFound`` when unknown."""

@@ -227,6 +227,9 @@ TEXTS = {
     "schedule_move": "UPDATE {s}.schedule SET next_at = %s WHERE name = %s AND next_at = %s",
     "schedule_delete": "DELETE FROM {s}.schedule WHERE name = %s",
     "schedule_armed": "SELECT 1 FROM {s}.future_job WHERE schedule = %s AND occurrence = %s",
+    "schedule_outcomes": "SELECT s.name, h.outcome, h.ended_at FROM {s}.schedule s "
+                         "CROSS JOIN LATERAL (SELECT outcome, ended_at FROM {s}.job_history "
+                         "WHERE schedule = s.name ORDER BY seq DESC LIMIT 1) h",
     "schedule_reslot": "UPDATE {s}.schedule SET resolution = %s",
     "server": "SELECT current_setting('server_version'), current_database(), "
               "coalesce(inet_server_addr()::text, current_setting('unix_socket_directories'))",

@@ -676,6 +676,10 @@ class PostgresStore:
         with self._tx("cannot read schedules") as cur:
             return [row_to_job(r) for r in cur.execute(self.sql.schedule_jobs, (name,))]
 
+    def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
+        with self._tx("cannot read schedules") as cur:
+            return {n: (o, at) for n, o, at in cur.execute(self.sql.schedule_outcomes)}
+
     def pause_schedule(self, name: str, now: datetime) -> Schedule:
         now = sec(now)
         with self._tx("cannot pause the schedule") as cur:

@@ -505,6 +505,9 @@ class SQLiteStore:
     def schedule_jobs(self, name: str) -> list[Job]:
         return sqlite_schedules.pending_of(self.conn, name)
 
+    def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
+        return sqlite_schedules.outcomes(self.conn)
+
     def pause_schedule(self, name: str, now: datetime) -> Schedule:
         with self._write() as c:
             s = sqlite_schedules.set_paused(c, name, now)

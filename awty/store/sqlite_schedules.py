@@ -69,6 +69,13 @@ def pending_of(c: sqlite3.Connection, name: str) -> list[Job]:
         SELECT_JOB + " WHERE schedule = ? ORDER BY next_check_at, id", (name,))]
 
 
+def outcomes(c: sqlite3.Connection) -> dict[str, tuple[str, datetime]]:
+    # One seek of the (schedule, seq) index per schedule.
+    return {name: (outcome, opt_time(at)) for name, outcome, at in c.execute(  # type: ignore[misc]
+        "SELECT s.name, h.outcome, h.ended_at FROM schedule s JOIN job_history h ON h.seq = "
+        "(SELECT max(seq) FROM job_history WHERE schedule = s.name)")}
+
+
 def set_paused(c: sqlite3.Connection, name: str, paused_at: datetime | None) -> Schedule:
     _must(c, name)
     c.execute("UPDATE schedule SET paused_at = ? WHERE name = ?", (opt_iso(paused_at), name))

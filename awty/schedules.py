@@ -1,0 +1,131 @@
+"""Recurring schedules for the facade (``Awty.schedule`` and friends): reading what a user
+gave into a ``model.Schedule`` and asking the store. The time rules are ``recurrence`` and
+``missed``; what a claim does with a schedule is ``store.schedrules``'. Imported only by the
+schedule commands, never on `awty add`'s path."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInput, ScheduleNotFound
+from .missed import Missed, check_window, parse_missed, parse_window
+from .model import Schedule
+from .record import Record, _draft, _seal
+from .recurrence import (
+    check_rule, describe, make_rule, occurrences, parse_name,
+)
+from .store.schedrules import rule_of
+
+if TYPE_CHECKING:
+    from .api import Awty
+    from .model import Job, RunSummary
+
+# Job options a schedule's occurrences take (those of `awty add` but the time and the
+# idempotency key: each occurrence is unique by its schedule and nominal time).
+JOB_OPTIONS = frozenset({"kind", "payload", "payload_json", "entity", "key", "headers",
+                         "max_checks", "horizon", "timeout", "max_attempts", "misfire_grace",
+                         "cwd"})
+
+
+class ScheduleInfo(Record):
+    """A schedule as ``schedule list`` shows it."""
+
+    __slots__ = ("schedule", "rule", "pending", "last_outcome", "last_at")
+    schedule: Schedule
+    rule: str  # the rule in words
+    pending: int  # its jobs in the store now (pending or in flight)
+    last_outcome: str | None
+    last_at: datetime | None
+
+    def __new__(cls, schedule: Schedule, rule: str, pending: int, last_outcome: str | None,
+                last_at: datetime | None) -> ScheduleInfo:
+        s = _draft(cls)
+        s.schedule = schedule
+        s.rule = rule
+        s.pending = pending
+        s.last_outcome = last_outcome
+        s.last_at = last_at
+        return _seal(s, cls)
+
+
+def make(a: Awty, name: str, target: str, *, cron: str | None = None,
+         every: Any = None, start: str | datetime | None = None, tz: str | None = None,
+         missed: str | None = None, missed_window: Any = None,
+         **job: Any) -> tuple[Schedule, Job]:
+    """Validate everything, then keep the schedule and its first occurrence's job. Bad input
+    raises ``InvalidInput`` naming the field, and nothing is stored."""
+    from . import jobspec
+
+    unknown = set(job) - JOB_OPTIONS
+    if unknown:
+        raise TypeError(f"schedule() got unexpected option(s) {', '.join(sorted(unknown))}")
+    a.load_cluster()
+    a._not_moved()
+    now = a.clock.now()
+    name = parse_name(name)
+    if isinstance(start, str):
+        start = _start(a, start, now)
+    rule = make_rule(cron=cron, every=every, start=start, tz=tz, now=now)
+    first = check_rule(rule, now=now, resolution=a.settings.resolution,
+                       max_delay=a.settings.max_delay)
+    policy = parse_missed(missed)
+    window = parse_window(missed_window)
+    if policy is Missed.ALL:
+        check_window(rule, window)
+    spec = {k: v for k, v in job.items() if v is not None}
+    spec.update(target=target, **{"in": "1m"})  # the time is the rule's: any valid one here
+    template, _ = jobspec.build(spec, now=now, settings=a.settings, local=a.tz,
+                                cwd=job.get("cwd"))
+    if a.store.get_schedule(name) is not None:
+        raise InvalidInput(f"name: a schedule named {name!r} already exists")
+    s = Schedule(name, rule.cron, rule.every, rule.start, rule.zone, policy.value, window,
+                 a.settings.resolution, template, first, None, now)
+    return s, a.store.add_schedule(s, now)
+
+
+def _start(a: Awty, text: str, now: datetime) -> datetime:
+    from .when import parse_when
+
+    try:
+        return parse_when(text, now, a.tz)
+    except (ValueError, OverflowError) as e:
+        raise InvalidInput(f"start: {e}") from None
+
+
+def get(a: Awty, name: str) -> Schedule:
+    s = a.store.get_schedule(name)
+    if s is None:
+        raise ScheduleNotFound(name)
+    return s
+
+
+def infos(a: Awty) -> list[ScheduleInfo]:
+    last = a.store.schedule_outcomes()
+    return [ScheduleInfo(s, describe(rule_of(s)), len(a.store.schedule_jobs(s.name)),
+                         *last.get(s.name, (None, None))) for s in a.store.schedules()]
+
+
+def next_occurrences(a: Awty, name: str, n: int = 10) -> list[datetime]:
+    """The schedule's next ``n`` occurrences (nominal times, aware UTC), its pending one
+    first."""
+    if n < 1:
+        raise InvalidInput("n: give at least 1")
+    s = get(a, name)
+    return [s.next_at, *occurrences(rule_of(s), s.next_at, limit=n - 1)]
+
+
+def run(a: Awty, name: str) -> RunSummary:
+    """One occurrence now, beside the schedule's own (``awty run`` of a job made for it): its
+    nominal time is now, and the schedule's pending occurrence stays as it is."""
+    from .model import new_id
+    from .slots import current_slot
+
+    s = get(a, name)
+    a._not_moved()
+    now = a.clock.now().astimezone(UTC).replace(microsecond=0)
+    slot = current_slot(now, a.settings.resolution)
+    job = s.template.replace(id=new_id(now), first_check_at=now, next_check_at=slot,
+                             created_at=now, updated_at=now, schedule=s.name, occurrence=now)
+    a.store.add([job], [None])
+    return a.run_now([job.id])

@@ -1,0 +1,113 @@
+"""Recurring schedules through the library (Awty.schedule and friends): each occurrence is an
+ordinary job delivered to a real receiver on 127.0.0.1, naming its schedule and occurrence;
+time moves by the FixedClock. The store's own rules are in tests/store/test_contract.py; the
+CLI and several runners in tests/reliability/test_schedules.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from awty.api import Awty
+from awty.errors import InvalidInput, ScheduleNotFound
+from awty.slots import slot_for
+
+T0 = datetime(2026, 11, 22, 10, 2, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+
+
+@pytest.fixture
+def a(home, clock):
+    clock.set(T0)
+    with Awty(home, clock=clock, env={}, resolution=1) as x:
+        yield x
+
+
+def at(clock, when: datetime) -> None:
+    clock.advance(when - clock.now())
+
+
+def test_an_occurrence_names_its_schedule_in_body_and_headers(a, clock, rx):
+    at(clock, T0)
+    s = a.schedule("tick", rx.url("/t"), cron="*/5 * * * *", tz="UTC", payload={"n": 1},
+                   headers=["X-Team: ops"])
+    assert s.next_at == datetime(2026, 11, 22, 10, 5, tzinfo=UTC)
+    at(clock, s.next_at)
+    summary = a.run_slot(s.next_at)
+    assert summary.outcomes == {"done": 1}
+    (req,) = rx.requests("/t")
+    assert req.headers["x-awty-schedule"] == "tick"
+    assert req.headers["x-awty-occurrence"] == "2026-11-22T10:05:00Z"
+    assert req.headers["x-team"] == "ops"
+    body = req.json()
+    assert (body["schedule"], body["occurrence"], body["payload"]) == (
+        "tick", "2026-11-22T10:05:00Z", {"n": 1})
+    (row,) = a.history()
+    assert row.schedule == "tick" and row.outcome == "done"
+    assert a.next_occurrences("tick", 3) == [datetime(2026, 11, 22, 10, m, tzinfo=UTC)
+                                             for m in (10, 15, 20)]
+
+
+def test_exec_occurrence_environment(a, clock, tmp_path):
+    at(clock, T0)
+    out = tmp_path / "env.json"
+    cmd = (f"{sys.executable} -c \"import json, os; json.dump({{k: os.environ[k] for k in "
+           f"('AWTY_SCHEDULE', 'AWTY_OCCURRENCE')}}, open('{out}', 'w'))\"")
+    s = a.schedule("nightly", cmd, kind="exec", every="5m", tz="UTC")
+    at(clock, slot_for(s.next_at, 1))
+    assert a.run_slot(slot_for(s.next_at, 1)).outcomes == {"done": 1}
+    assert json.loads(out.read_text()) == {"AWTY_SCHEDULE": "nightly",
+                                           "AWTY_OCCURRENCE": s.next_at.strftime(
+                                               "%Y-%m-%dT%H:%M:%SZ")}
+
+
+def test_a_retried_occurrence_does_not_hold_up_the_next(a, clock, rx):
+    at(clock, T0)
+    rx.script("/t", status=503)
+    s = a.schedule("tick", rx.url("/t"), cron="*/5 * * * *", tz="UTC", max_attempts=9,
+                   timeout="2s")
+    first = s.next_at
+    at(clock, first)
+    a.run_slot(first)
+    jobs = {j.occurrence: j for j in a.store.schedule_jobs("tick")}
+    # the failing first occurrence waits for a later attempt; the next one is pending in its
+    # own slot, made at the first one's claim
+    assert jobs[first].attempt >= 1 and jobs[first].next_check_at > first
+    assert (jobs[first + 5 * MIN].attempt, jobs[first + 5 * MIN].next_check_at) == (
+        0, first + 5 * MIN)
+    assert set(jobs) == {first, first + 5 * MIN}
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"cron": "61 * * * *"}, "cron:"),
+    ({"cron": "* * * * *"}, "finer than"),  # 1-minute rule at 15-minute slots
+    ({"every": "0"}, "every:"),
+    ({"cron": "0 9 * * *", "tz": "Mars/Olympus"}, "tz:"),
+    ({"cron": "0 9 * * *", "missed": "sometimes"}, "missed:"),
+    ({"cron": "0 0 1 1 *", "tz": "UTC"}, "max_delay"),
+    ({}, "either --cron or --every"),
+])
+def test_bad_schedules_store_nothing(home, clock, kwargs, field):
+    with Awty(home, clock=clock, env={}, resolution=15, max_delay="30d") as x:
+        with pytest.raises(InvalidInput, match=field):
+            x.schedule("tick", "https://example.com/", **kwargs)
+        assert x.store.schedules() == [] and x.count() == 0
+
+
+def test_duplicate_name_pause_resume_remove(a, clock):
+    at(clock, T0)
+    a.schedule("tick", "https://example.com/", cron="*/5 * * * *", tz="UTC")
+    with pytest.raises(InvalidInput, match="name: a schedule named 'tick' already exists"):
+        a.schedule("tick", "https://example.com/other", every="10m")
+    assert a.pause("tick").paused_at is not None
+    (info,) = a.schedules()
+    assert info.schedule.paused_at and info.pending == 0 and info.last_outcome == "cancelled"
+    assert info.rule == "Every 5 minutes"
+    a.resume("tick")
+    assert a.schedules()[0].pending == 1
+    a.remove_schedule("tick")
+    with pytest.raises(ScheduleNotFound):
+        a.get_schedule("tick")
