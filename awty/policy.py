@@ -74,14 +74,18 @@ def decide(job: Job, result: Result, now: datetime, s: Settings,
     return End(job, Outcome.FAILED, _fail_reason(result), result, lateness)
 
 
-def quick_retry_delay(job: Job, result: Result, s: Settings, quick_used: int) -> float | None:
+def quick_retry_delay(job: Job, result: Result, s: Settings) -> float | None:
     """Seconds to wait before retrying within this run, or None to leave it to a later slot.
-    A couple of fast retries absorb a dropped connection without costing a slot."""
-    if result.answer is not Answer.RETRY or result.deferred or quick_used >= s.quick_retries:
+    A fast retry absorbs a dropped connection without costing a slot; only a check's first
+    failures get one (``quick_retries`` of them: ``job.attempt`` counts the attempts this check
+    already used). A retry in every run would spend the attempts two a slot and never reach
+    the long backoff steps."""
+    used = job.attempt
+    if result.answer is not Answer.RETRY or result.deferred or used >= s.quick_retries:
         return None
-    if job.attempt + 1 >= limits(job, s).max_attempts:
+    if used + 1 >= limits(job, s).max_attempts:
         return None
-    delay = max(0.2 * (quick_used + 1), result.retry_after or 0.0)
+    delay = max(0.2 * (used + 1), result.retry_after or 0.0)
     return delay if delay <= s.quick_retry_max_delay else None
 
 

@@ -667,7 +667,7 @@ class _Attempts:
     """One job's attempts in one run (the first, and quick retries)."""
 
     __slots__ = ("x", "job", "first", "events", "done", "executor", "lateness", "sid",
-                 "timeout", "started", "attempt", "quick")
+                 "timeout", "started", "attempt")
 
     def __init__(self, x: Executing, job: Job, events: list[Execution], done: Done,
                  executor: Any, lateness: float, sid: str, timeout: float):
@@ -679,7 +679,6 @@ class _Attempts:
         self.lateness = lateness
         self.sid = sid
         self.timeout = timeout
-        self.quick = 0
 
     def go(self, started: datetime) -> None:
         job = self.job
@@ -708,9 +707,8 @@ class _Attempts:
                     round((started - job.next_check_at).total_seconds() * 1000, 3),
                     (result.error or None) and result.error[:500], x.host, x.pid))
             if result.answer is Answer.RETRY:
-                delay = quick_retry_delay(job, result, x.s, self.quick)
+                delay = quick_retry_delay(job, result, x.s)
                 if delay is not None:
-                    self.quick += 1
                     self.job = job.replace(attempt=job.attempt + 1)
                     assert x.loop is not None
                     x.loop.call_later(delay, self.again)

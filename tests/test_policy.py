@@ -78,18 +78,22 @@ def test_decide(j, result, want):
         assert d.next_check_at > NOW and d.next_check_at.minute % 15 == 0
 
 
-@pytest.mark.parametrize("j, result, used, want", [
-    (job(), Result(Answer.RETRY), 0, 0.2),
-    (job(), Result(Answer.RETRY), 1, None),  # quick_retries = 1
-    (job(), Result(Answer.RETRY, retry_after=4.0), 0, 4.0),
-    (job(), Result(Answer.RETRY, retry_after=6.0), 0, None),  # beyond quick_retry_max_delay
-    (job(attempt=2), Result(Answer.RETRY), 0, None),  # the last attempt: leave it to decide
-    (job(), Result(Answer.RETRY, deferred=True), 0, None),
-    (job(), Result(Answer.FAIL), 0, None),
-    (job(), Result(Answer.DONE), 0, None),
+@pytest.mark.parametrize("j, result, s, want", [
+    (job(), Result(Answer.RETRY), S, 0.2),  # a check's first failure
+    (job(attempt=1), Result(Answer.RETRY), S, None),  # quick_retries = 1: later ones back off
+    (job(check_count=1, attempt=1), Result(Answer.RETRY), S, None),
+    (job(check_count=1), Result(Answer.RETRY), S, 0.2),  # a new check: its first failure
+    (job(attempt=1), Result(Answer.RETRY), S.replace(quick_retries=2, max_attempts=6), 0.4),
+    (job(), Result(Answer.RETRY), S.replace(quick_retries=0), None),
+    (job(), Result(Answer.RETRY, retry_after=4.0), S, 4.0),
+    (job(), Result(Answer.RETRY, retry_after=6.0), S, None),  # beyond quick_retry_max_delay
+    (job(), Result(Answer.RETRY), S.replace(max_attempts=1), None),  # the last attempt
+    (job(), Result(Answer.RETRY, deferred=True), S, None),
+    (job(), Result(Answer.FAIL), S, None),
+    (job(), Result(Answer.DONE), S, None),
 ])
-def test_quick_retry_delay(j, result, used, want):
-    assert quick_retry_delay(j, result, S, used) == want
+def test_quick_retry_delay(j, result, s, want):
+    assert quick_retry_delay(j, result, s) == want
 
 
 @pytest.mark.parametrize("late, policy, job_grace, grace, want", [

@@ -334,6 +334,35 @@ def test_quick_retry_absorbs_a_dropped_connection(home, clock, rx, backend):
     assert ended(a)[job.id]["attempts"] == 2
 
 
+def test_quick_retry_once_per_check_then_the_backoff_steps(home, clock, rx):
+    """A job that always fails: two attempts in its first run (the first failure's quick
+    retry), then one a run, each in the slot its backoff step (30 s, 2 m, 10 m, 30 m, rounded
+    up to slots) leads to: every step of the schedule is reached before it fails."""
+    from awty.slots import backoff_delay
+
+    a = make(home, clock, quick_retries=1)
+    rx.script("/down", status=503)
+    job = a.add(rx.url("/down"), in_="1m").job
+    at, per_run, slots = job.next_check_at, [], []
+    while True:
+        before = len(rx.requests("/down"))
+        fire(a, clock, at)
+        per_run.append(len(rx.requests("/down")) - before)
+        pending = list(a.list())
+        if not pending:
+            break
+        used = pending[0].attempt
+        assert pending[0].next_check_at == slot_for(
+            clock.now() + timedelta(seconds=backoff_delay(used, a.settings.backoff)), 15)
+        at = pending[0].next_check_at
+        slots.append(at)
+    assert per_run == [2, 1, 1, 1, 1]
+    assert [r.attempt for r in rx.requests("/down")] == [1, 2, 3, 4, 5, 6]
+    steps = [(b - a_).total_seconds() / 60 for a_, b in zip([job.next_check_at] + slots, slots)]
+    assert steps == [15, 15, 15, 30]  # 30 s, 2 m, 10 m: the next slot; 30 m: two slots on
+    assert ended(a)[job.id] == {"outcome": "failed", "reason": "http 503", "attempts": 6}
+
+
 def test_breaker_defers_an_unreachable_host(home, clock):
     from awty.testing.receiver import free_port
 
