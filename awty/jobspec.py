@@ -71,6 +71,9 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         slot = slot_for(first, settings.resolution)
     else:
         first, slot = _first_and_slot(spec, now, settings, local, memo)
+    job_cwd = _cwd(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None
+    if kind is Kind.PYTHON and due is None:
+        _check_call(target, job_cwd or os.getcwd(), memo)
     entity, key = _text(spec, "entity"), _text(spec, "key")
     if key is not None and entity is None:
         # a key alone would match any entity's "42": cancel --entity order --key 42 would
@@ -89,7 +92,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         horizon=_secs(spec, "horizon"), timeout=_secs(spec, "timeout"),
         misfire_grace=_secs(spec, "misfire_grace"),
         idempotency_key=_text(spec, "idempotency_key"),
-        cwd=_cwd(spec.get("cwd") or cwd) if kind is not Kind.HTTP else None,
+        cwd=job_cwd,
         created_at=now, updated_at=now,
         env=(_env(environ, settings) if kind is Kind.EXEC and due is None and settings.exec_env
              else None),
@@ -195,6 +198,26 @@ def _refuse_non_url(text: str) -> None:
     else:
         hint = "--exec"
     raise InvalidInput(f"target {_short(text)!r}: not a URL; did you mean {hint}?")
+
+
+def _check_call(target: str, directory: str, memo: dict[Any, Any] | None) -> None:
+    """A python job added (not dropped in): its names are Python names and its module can be
+    found from ``directory``, where the worker will look (``pyfind``)."""
+    from . import pyfind
+
+    target = target.strip()
+    name = pyfind.bad_name(target)
+    if name is not None:
+        raise InvalidInput(f"target {target!r}: {name!r} is not a valid Python name")
+    module = target.partition(":")[0]
+    key = ("module", module, directory)
+    found = memo.get(key) if memo is not None else None
+    if found is None:
+        found = pyfind.findable(module, directory)
+        if memo is not None:
+            memo[key] = found
+    if not found:
+        raise InvalidInput(f"cannot find module {module} from {directory}")
 
 
 def _py_target(text: str) -> bool:

@@ -113,11 +113,15 @@ def test_examples_are_found():
 # --- running them --------------------------------------------------------------------------------
 @pytest.fixture
 def world(tmp_path, monkeypatch, fake_crontab):
-    """A home, a fake crontab(1), a cwd holding jobs.jsonl, a receiver, one failed job."""
+    """A home, a fake crontab(1), a cwd holding jobs.jsonl and the --call examples' module,
+    a receiver, one failed job."""
     home = tmp_path / "home"
     monkeypatch.setenv("TZ", "UTC")
     work = tmp_path / "work"
     work.mkdir()
+    (work / "myapp").mkdir()  # the --call examples' module, found from where `add` runs
+    (work / "myapp" / "__init__.py").write_text("")
+    (work / "myapp" / "checks.py").write_text("def order_shipped(job):\n    return None\n")
     (work / "jobs.jsonl").write_text(
         '{"target": "https://api.example.com/hooks/a", "in": "2h"}\n'
         '{"target": "echo hi", "kind": "exec", "at": "tomorrow 06:00"}\n')

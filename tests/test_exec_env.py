@@ -118,7 +118,7 @@ def test_add_defaults_to_this_process_environment(monkeypatch):
 @pytest.mark.parametrize("spec, settings, due", [
     (SPEC, Settings(exec_env=False), None),  # turned off
     ({"target": "https://example.com/", "in": "1h"}, Settings(), None),  # http: no env
-    ({"kind": "python", "target": "m:f", "in": "1h"}, Settings(), None),
+    ({"kind": "python", "target": "json:loads", "in": "1h"}, Settings(), None),
     ({"kind": "exec", "target": "true"}, Settings(dropin_kinds=("exec",)),
      NOW + timedelta(hours=1)),  # a drop-in was not added from a shell
 ])

@@ -25,7 +25,7 @@ ID = "01JD4X00000000000000000000"
     ({"target": URL, "in": "1m"}, (Kind.HTTP, SLOT)),
     ({"target": URL, "at": "2026-11-22T10:15:00Z"}, (Kind.HTTP, SLOT)),  # on a boundary: that slot
     ({"target": URL, "at": "2026-11-22T10:15:01Z"}, (Kind.HTTP, SLOT.replace(minute=30))),
-    ({"target": "mod.sub:fn", "kind": "python", "in": "1m"}, (Kind.PYTHON, SLOT)),
+    ({"target": "json.decoder:JSONDecoder", "kind": "python", "in": "1m"}, (Kind.PYTHON, SLOT)),
     ({"target": "echo hi", "kind": "exec", "in": "1m"}, (Kind.EXEC, SLOT)),
     ({"target": URL, "in": "1m", "idempotency_key": "k"}, (Kind.HTTP, SLOT)),
 ])

@@ -33,7 +33,8 @@ def add(
     exec_: Annotated[bool, typer.Option("--exec", help="TARGET is a shell command (/bin/sh -c), "
                                         "run in this directory, payload on stdin.")] = False,
     call: Annotated[bool, typer.Option("--call", help="TARGET is package.module:function, "
-                                       "called with the job.")] = False,
+                                       "called with the job; the module must be found from "
+                                       "this directory (not imported at add).")] = False,
     payload: Annotated[Optional[str], typer.Option(help="JSON payload, @file, or - for "
                                                    "stdin.")] = None,
     entity: Annotated[Optional[str], typer.Option(help="What the job checks (e.g. order).")] = None,
