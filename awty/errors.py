@@ -41,6 +41,12 @@ class StoreError(AwtyError):
     """The store cannot be used as it is (unknown schema version, unreadable database…)."""
 
 
+class Unstorable(StoreError):
+    """A write the database refused for what one of its rows holds (PostgreSQL: a data or
+    integrity error), not for its own state: the same write without that row may succeed.
+    A run splits a batch of results on it down to the row (``slotrun``)."""
+
+
 class SessionLost(StoreError):
     """A runner's owner session ended under it (PostgreSQL: the server closed the connection
     holding its advisory lock): it may start nothing more, since other runners now treat it

@@ -14,6 +14,7 @@ from .errors import InvalidInput
 from .ids import is_id
 from .model import Job, Kind, Status, new_id
 from .slots import ceil_second, parse_duration, slot_for
+from .storable import is_storable
 from .when import parse_when
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -166,7 +167,7 @@ def _target(kind: Kind, value: Any, settings: Settings,
         raise InvalidInput("target: missing (a URL, a shell command or module:function)")
     if len(value) > 8192:
         raise InvalidInput("target: longer than 8192 characters")
-    if "\0" in value or not _utf8(value):
+    if not is_storable(value):
         raise InvalidInput("target: contains a NUL or bytes that are not UTF-8 text")
     if kind is Kind.HTTP:
         if "://" not in value:
@@ -279,7 +280,7 @@ def _headers(value: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, v in items:
         refusal = wire.header_refusal(name, v)
-        if refusal is None and not _utf8(v):
+        if refusal is None and not is_storable(v):
             refusal = f"the value of {name} is not UTF-8 text"
         if refusal is not None:
             raise InvalidInput(f"header: {refusal}")
@@ -325,29 +326,17 @@ def _text(spec: dict[str, Any], name: str) -> str | None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not value or len(value) > _MAX_TEXT or "\0" in value \
-            or not _utf8(value):
+    if not isinstance(value, str) or not value or len(value) > _MAX_TEXT \
+            or not is_storable(value):
         raise InvalidInput(f"{name}: must be a non-empty string of at most {_MAX_TEXT} characters"
                            " (UTF-8 text, no NUL)")
     return value
 
 
-def _utf8(text: str) -> bool:
-    """False for text that cannot be stored: lone surrogates, e.g. from undecodable argv bytes
-    (surrogateescape) or a JSON "\\ud800" escape."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _cwd(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or "\0" in value or len(value) > 4096 or not _utf8(value):
+    if not isinstance(value, str) or len(value) > 4096 or not is_storable(value):
         raise InvalidInput("cwd: must be a directory path (UTF-8 text, no NUL)")
     return value
 

@@ -74,6 +74,17 @@ def decide(job: Job, result: Result, now: datetime, s: Settings,
     return End(job, Outcome.FAILED, _fail_reason(result), result, lateness)
 
 
+def unstorable(d: Decision, why: str) -> End:
+    """A decision the store refused to write for a value it holds (``Unstorable``: what the
+    job answered, say): the job ends failed, saying so, with its answer's status and duration
+    but none of its text. It was executed, and left pending its batch was re-sent each lease
+    period, for ever."""
+    r = d.result
+    bare = None if r is None else Result(r.answer, status=r.status, duration=r.duration)
+    return End(d.job, Outcome.FAILED, f"its result could not be stored: {why}", bare,
+               d.lateness if isinstance(d, End) else None)
+
+
 def quick_retry_delay(job: Job, result: Result, s: Settings) -> float | None:
     """Seconds to wait before retrying within this run, or None to leave it to a later slot.
     A fast retry absorbs a dropped connection without costing a slot; only a check's first

@@ -47,8 +47,9 @@ from time import monotonic
 
 from .clock import Clock
 from .config import Settings
-from .errors import Busy, Interrupted, SessionLost
+from .errors import Busy, Interrupted, SessionLost, Unstorable
 from .model import ALL_KINDS, Decision, Execution, Job, SlotSummary
+from .policy import unstorable
 from .store.remote import RunStore
 
 # execute(job, events, done): start executing ``job`` (its executions appended to ``events``);
@@ -234,21 +235,45 @@ class SlotRun:
         self.summary.skipped_cancelled += len(jobs) - len(kept)
         return [j for j in jobs if j.id in kept]
 
-    async def _record(self, batch: list[Decision], executions: list[Execution]) -> None:
+    async def _finish(self, batch: list[Decision], executions: list[Execution],
+                      give_up: float) -> list[Decision]:
         # These callbacks were sent: dropping their results over a briefly locked database
         # would send them all again once the leases expire. Keep trying (each try waits the
         # busy timeout) for half a lease; after that the leases decide.
-        give_up = monotonic() + self.lease / 2
+        while True:
+            try:
+                applied: list[Decision] = await self.store.call(
+                    self.rec_io, "finish", batch, owner=self.owner, now=self.clock.now(),
+                    executions=executions)
+                return applied
+            except Busy:
+                if monotonic() >= give_up:
+                    raise
+
+    async def _write(self, batch: list[Decision], executions: list[Execution],
+                     give_up: float) -> list[Decision]:
+        """``finish``, split on ``Unstorable`` down to the row the store refused: one job's
+        answer (a NUL the database will not take…) never holds back its batch-mates' results,
+        whose callbacks were sent, and that job ends failed saying why (``policy.unstorable``)
+        rather than being re-sent each lease period."""
         try:
-            while True:
-                try:
-                    applied = await self.store.call(self.rec_io, "finish", batch,
-                                                    owner=self.owner, now=self.clock.now(),
-                                                    executions=executions)
-                    break
-                except Busy:
-                    if monotonic() >= give_up:
-                        raise
+            return await self._finish(batch, executions, give_up)
+        except Unstorable as e:
+            if not batch:
+                raise
+            if len(batch) == 1:
+                ended = unstorable(batch[0], str(e))
+                return await self._finish([ended], [x.replace(error=None) for x in executions],
+                                          give_up)
+            half = batch[:len(batch) // 2]
+            ids = {d.job.id for d in half}
+            return (await self._write(half, [x for x in executions if x.job_id in ids], give_up)
+                    + await self._write(batch[len(half):],
+                                        [x for x in executions if x.job_id not in ids], give_up))
+
+    async def _record(self, batch: list[Decision], executions: list[Execution]) -> None:
+        try:
+            applied = await self._write(batch, executions, monotonic() + self.lease / 2)
         finally:
             self.unrecorded -= len(batch)
             if self._tail():

@@ -142,7 +142,7 @@ def test_the_checker_reads_lazy_relative_imports(tmp_path):
 # --- the layers of issue 14 ---------------------------------------------------------------------
 # The pure core, lowest first: each imports only the standard library and modules before it.
 CORE = ["awty._version", "awty.errors", "awty.record", "awty.model", "awty.ids", "awty.clock", "awty.slots",
-        "awty.safeio",
+        "awty.safeio", "awty.storable",
         "awty.config", "awty.policy"]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 SQL = re.compile(r"\b(SELECT\s+.+\s+FROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"

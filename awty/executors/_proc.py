@@ -41,6 +41,7 @@ from typing import Any
 from ..execenv import restore
 from ..model import Attempt, Job
 from ..slots import iso
+from ..storable import text_of
 
 # Environment variables the child must never see (the secret itself, and where it lives).
 SECRET_ENV = ("AWTY_SIGNING_SECRET", "AWTY_SIGNING_SECRET_FILE")
@@ -90,12 +91,12 @@ class Capture:
         if limit <= 0 or self.total == 0:
             return ""
         if self.total <= limit and self.total <= len(self.tail):
-            return bytes(self.tail).decode("utf-8", "replace")
+            return text_of(bytes(self.tail))
         first = min(limit // 2, len(self.head))
         last = min(limit - first, len(self.tail))
         skipped = self.total - first - last
-        head = bytes(self.head[:first]).decode("utf-8", "replace")
-        tail = bytes(self.tail[len(self.tail) - last:]).decode("utf-8", "replace") if last else ""
+        head = text_of(bytes(self.head[:first]))
+        tail = text_of(bytes(self.tail[len(self.tail) - last:])) if last else ""
         return f"{head}\n… [{skipped} bytes skipped] …\n{tail}"
 
 

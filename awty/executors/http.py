@@ -40,6 +40,7 @@ from ..config import Settings
 from ..errors import InvalidInput
 from ..model import Answer, Attempt, Job, Result
 from ..slots import iso
+from ..storable import text_of
 from .base import Answered, recheck_from_text, truncate
 from .breaker import HOST_WIDE, Breaker
 from .proxy import Proxies, Proxy, ProxyError, open_tunnel
@@ -806,7 +807,7 @@ class HttpExecutor:
     # -- the answer -------------------------------------------------------------------------
     def _answer(self, status: int, body: bytes, retry_after_raw: bytes | None, truncated: bool,
                 duration: float) -> Result:
-        output = truncate(body.decode("utf-8", "replace"), OUTPUT_CHARS) if body else None
+        output = truncate(text_of(body), OUTPUT_CHARS) if body else None
         if 200 <= status < 300:
             if b"recheck_" in body:
                 now = self._clock.now()

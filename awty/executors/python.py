@@ -18,6 +18,7 @@ from typing import Any
 from ..clock import Clock
 from ..config import Settings
 from ..model import Answer, Attempt, Job, Result
+from ..storable import text_of
 from . import _proc
 from .base import truncate
 from .pyworker import TARGET, bootstrap, job_to_dict
@@ -71,7 +72,7 @@ class PythonExecutor:
         if answer is None:
             if rc is not None and rc < 0:
                 return result(Answer.RETRY, _proc.signal_error(rc))
-            last = proc.stderr.last_line().decode("utf-8", "replace")
+            last = text_of(proc.stderr.last_line())
             why = f"worker exited {rc} without an answer" + (f": {last}" if last else "")
             return result(Answer.RETRY, why)
         if not answer.get("ok"):

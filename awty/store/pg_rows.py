@@ -72,8 +72,8 @@ def row_to_history(r: Sequence) -> HistoryRow:
 def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprint,
                 result=None, lateness: float | None = None, owner: str | None = None) -> tuple:
     """A history row (``HISTORY_COLUMNS``) of ``j`` ending as ``rules.ended`` says."""
-    checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
-        j, outcome, result, lateness, owner)
+    reason, checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
+        j, outcome, reason, result, lateness, owner)
     return (
         j.id, j.kind.value, j.target, j.entity_name, j.entity_key, outcome.value, reason,
         checks, attempts, sec(j.first_check_at), now, sec(j.created_at), ms, late, status,
@@ -86,4 +86,4 @@ def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprin
 def execution_row(x: Execution) -> tuple:
     return (x.job_id, sec(x.at), x.slot, x.check, x.attempt, x.answer.value, x.status,
             as_float(x.duration_ms), as_float(x.lateness_ms),
-            x.error[:rules.ERROR_CHARS] if x.error else None, x.host, x.pid)
+            rules.kept(x.error), x.host, x.pid)

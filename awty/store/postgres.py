@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from ..config import SCHEMA_NAME, url_passwords
 from ..slots import iso, parse_slot_id
-from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError
+from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError, Unstorable
 from ..model import (
     Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
     Outcome, Reslot, Schedule, StoreHealth, StoreStats, run_order,
@@ -136,6 +136,8 @@ class PostgresStore:
         if isinstance(e, pg_errors.UniqueViolation):
             return rules.id_taken() if what == "cannot add" else Conflict(
                 f"{what}: {_one_line(e)}")
+        if isinstance(e, (psycopg.DataError, psycopg.IntegrityError)):
+            return Unstorable(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
         if isinstance(e, (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName)):
             return StoreError(f'no awty schema "{self.schema}" at {self.where}: '
                               "run `awty init`")
@@ -607,24 +609,28 @@ class PostgresStore:
         ends = [d for d in decisions if isinstance(d, End)]
         reslots = [d for d in decisions if isinstance(d, Reslot)]
         applied: set[str] = set()
-        with self._tx("cannot record results") as cur:
-            if reslots:
-                cur.execute(self.sql.reslot, (
-                    now, [d.job.id for d in reslots], [sec(d.next_check_at) for d in reslots],
-                    [d.check_count for d in reslots], [d.attempt for d in reslots],
-                    # the decision's error, else the result's (as SQLite keeps it)
-                    [rules.last_error(d.error, d.result) for d in reslots], owner))
-                applied.update(r[0] for r in cur.fetchall())
-            if ends:
-                owned = dict(cur.execute(self.sql.end_owned,
-                                         ([e.job.id for e in ends], owner)).fetchall())
-                self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
-                    history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
-                                 e.lateness, owner) for e in ends if e.job.id in owned])
-                applied.update(owned)
-            if executions:
-                self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
-                           map(execution_row, executions))
+        try:  # psycopg encodes text before it sends it: no psycopg.Error for that
+            with self._tx("cannot record results") as cur:
+                if reslots:
+                    cur.execute(self.sql.reslot, (
+                        now, [d.job.id for d in reslots], [sec(d.next_check_at) for d in reslots],
+                        [d.check_count for d in reslots], [d.attempt for d in reslots],
+                        # the decision's error, else the result's (as SQLite keeps it)
+                        [rules.last_error(d.error, d.result) for d in reslots], owner))
+                    applied.update(r[0] for r in cur.fetchall())
+                if ends:
+                    owned = dict(cur.execute(self.sql.end_owned,
+                                             ([e.job.id for e in ends], owner)).fetchall())
+                    self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
+                        history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
+                                     e.lateness, owner) for e in ends if e.job.id in owned])
+                    applied.update(owned)
+                if executions:
+                    self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
+                               map(execution_row, executions))
+        except UnicodeEncodeError as e:
+            raise Unstorable(f"PostgreSQL at {self.where}: cannot record results: {e}"
+                             ) from None
         return [d for d in decisions if d.job.id in applied]
 
     @staticmethod

@@ -6,6 +6,8 @@ what it decided (``sqlite*.py``, ``postgres.py``, ``pg_*.py``: SQL and locks onl
 - ``running``: whether a claimed job is being delivered (``cancel``, ``reschedule``);
 - ``ended``: what a history row records of a job that ends (``finish``, ``cancel``);
 - ``rearm``: the job an ended one becomes again (``retry``);
+- ``kept``: what a store keeps of a text a run wrote (cut at ``ERROR_CHARS``, escaped so that
+  both stores can keep it: ``awty/storable.py``);
 - ``ERROR_CHARS``, ``REARMABLE``, and the text of every ``Conflict`` a store raises, so that
   both stores say the same thing.
 
@@ -19,6 +21,7 @@ from datetime import datetime
 from ..errors import Conflict
 from ..ids import runner_host_pid, runner_label
 from ..model import Added, Job, Outcome, Result, Status, run_order
+from ..storable import storable
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
@@ -28,6 +31,13 @@ ERROR_CHARS = 2000  # of a result's error and output kept in history (and a job'
 # Outcomes whose history row keeps the whole job, to be re-armed by `retry` (so does a row of a
 # job with an idempotency key: what idempotency answers after the job ended).
 REARMABLE = frozenset((Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED))
+
+
+def kept(text: str | None) -> str | None:
+    """What a store keeps of an error, an output or a reason a run wrote: at most
+    ``ERROR_CHARS`` characters, NUL and lone surrogates escaped (``storable``), None for
+    none. Every such text goes through here, on both stores."""
+    return storable(text[:ERROR_CHARS]) if text else None
 
 
 # --- what a store says when it refuses ---------------------------------------------------------
@@ -107,32 +117,32 @@ def running(job: Job, alive: bool | None, now: datetime) -> bool:
 
 
 # --- ending -------------------------------------------------------------------------------------
-def ended(job: Job, outcome: Outcome, result: Result | None, lateness: float | None,
-          owner: str | None) -> tuple[int, int, float | None, float | None, int | None,
-                                      str | None, str | None, bool, str | None, int | None]:
-    """What a history row records of ``job`` ending as ``outcome`` beside the job's own
-    fields: (checks, attempts, duration_ms, lateness_ms, last_status, error, output,
-    keep_job, host, pid). An execution that ended it (``result``) counts as a check and an
-    attempt; error and output are cut at ``ERROR_CHARS``; ``keep_job``: the row keeps the
+def ended(job: Job, outcome: Outcome, reason: str, result: Result | None,
+          lateness: float | None, owner: str | None
+          ) -> tuple[str, int, int, float | None, float | None, int | None, str | None,
+                     str | None, bool, str | None, int | None]:
+    """What a history row records of ``job`` ending as ``outcome`` for ``reason`` beside the
+    job's own fields: (reason, checks, attempts, duration_ms, lateness_ms, last_status, error,
+    output, keep_job, host, pid). An execution that ended it (``result``) counts as a check
+    and an attempt; reason, error and output are ``kept``; ``keep_job``: the row keeps the
     whole job (re-armable, or idempotency after the end), else only its payload; host and
     pid: the runner that ended it (``owner``; None for a cancel)."""
     ran = 1 if result is not None else 0
     host, pid = runner_host_pid(owner)
     return (
-        job.check_count + ran, job.attempt + ran,
+        kept(reason) or "", job.check_count + ran, job.attempt + ran,
         round(result.duration * 1000.0, 3) if result is not None else None,
         round(lateness * 1000.0, 3) if lateness is not None else None,
         result.status if result is not None else None,
-        result.error[:ERROR_CHARS] if result is not None and result.error else None,
-        result.output[:ERROR_CHARS] if result is not None and result.output else None,
+        kept(result.error) if result is not None else None,
+        kept(result.output) if result is not None else None,
         outcome in REARMABLE or bool(job.idempotency_key), host, pid,
     )
 
 
 def last_error(error: str | None, result: Result | None) -> str | None:
-    """A re-slotted job's last error: the decision's, else its result's, cut at
-    ``ERROR_CHARS``."""
-    return (error or (result.error if result is not None else None) or "")[:ERROR_CHARS] or None
+    """A re-slotted job's last error: the decision's, else its result's, ``kept``."""
+    return kept(error or (result.error if result is not None else None))
 
 
 # --- re-arming -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import JobNotFound, StoreError
+from ..errors import JobNotFound, StoreError, Unstorable
 from ..ids import shard_of
 from ..model import (
     Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Outcome, Reslot,
@@ -441,24 +441,28 @@ class SQLiteStore:
                executions: Sequence[Execution] = ()) -> list[Decision]:
         if not decisions and not executions:
             return []
-        with self._write() as c:
-            (owned_json,) = c.execute(_OWNED, (
-                _ids_json({d.job.id for d in decisions} | {e.job_id for e in executions}),
-                owner)).fetchone()
-            owned = set(json.loads(owned_json))
-            applied = [d for d in decisions if d.job.id in owned]
-            end_rows(c, [d for d in applied if isinstance(d, End)], now, owner)
-            forget_started(c, [d.job.id for d in applied if isinstance(d, Reslot)])
-            stamp = iso(now)
-            c.executemany(
-                "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
-                f"{_TO_PENDING}, last_error = ?, last_status = ? WHERE id = ?",
-                [(iso(m.next_check_at), m.check_count, m.attempt, stamp,
-                  rules.last_error(m.error, m.result),
-                  m.result.status if m.result else None, m.job.id)
-                 for m in applied if isinstance(m, Reslot)])
-            insert_many(c, EXECUTION_HEAD, len(EXECUTION_COLUMNS),
-                        [execution_to_row(e) for e in executions if e.job_id in owned])
+        try:
+            with self._write() as c:
+                (owned_json,) = c.execute(_OWNED, (
+                    _ids_json({d.job.id for d in decisions} | {e.job_id for e in executions}),
+                    owner)).fetchone()
+                owned = set(json.loads(owned_json))
+                applied = [d for d in decisions if d.job.id in owned]
+                end_rows(c, [d for d in applied if isinstance(d, End)], now, owner)
+                forget_started(c, [d.job.id for d in applied if isinstance(d, Reslot)])
+                stamp = iso(now)
+                c.executemany(
+                    "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
+                    f"{_TO_PENDING}, last_error = ?, last_status = ? WHERE id = ?",
+                    [(iso(m.next_check_at), m.check_count, m.attempt, stamp,
+                      rules.last_error(m.error, m.result),
+                      m.result.status if m.result else None, m.job.id)
+                     for m in applied if isinstance(m, Reslot)])
+                insert_many(c, EXECUTION_HEAD, len(EXECUTION_COLUMNS),
+                            [execution_to_row(e) for e in executions if e.job_id in owned])
+        except (sqlite3.IntegrityError, sqlite3.DataError, UnicodeEncodeError) as e:
+            # a value in one row (a trigger, a lone surrogate): the others may still go in
+            raise Unstorable(f"cannot record results: {e}") from None
         return applied
 
     def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:

@@ -10,7 +10,7 @@ from ..errors import Busy, StoreError
 from ..model import Answer, Execution, HistoryRow, Job, Kind, Outcome, Status
 from ..slots import from_iso, iso
 from .jobdict import payload_of
-from .rules import ERROR_CHARS
+from .rules import kept
 
 JOB_COLUMNS = (
     "id", "entity_name", "entity_key", "kind", "target", "payload", "headers",
@@ -141,7 +141,7 @@ def row_to_history(r: sqlite3.Row) -> HistoryRow:
 
 def execution_to_row(e: Execution) -> tuple:
     return (e.job_id, iso(e.at), e.slot, e.check, e.attempt, e.answer.value, e.status,
-            e.duration_ms, e.lateness_ms, e.error[:ERROR_CHARS] if e.error else None, e.host,
+            e.duration_ms, e.lateness_ms, kept(e.error), e.host,
             e.pid)
 
 

@@ -83,11 +83,11 @@ def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
     rows = []
     for e in ends:
         j = e.job
-        checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
-            j, e.outcome, e.result, e.lateness, owner)
+        reason, checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
+            j, e.outcome, e.reason, e.result, e.lateness, owner)
         rows.append((
             j.id, j.kind.value, j.target, j.entity_name, j.entity_key, e.outcome.value,
-            e.reason, checks, attempts, iso(j.first_check_at), stamp, opt_iso(j.created_at),
+            reason, checks, attempts, iso(j.first_check_at), stamp, opt_iso(j.created_at),
             ms, late, status, error, output, j.idempotency_key, None,
             job_to_json(j) if keep else payload_only_json(j), host, pid, j.schedule,
         ))
