@@ -375,7 +375,7 @@ class Awty:
         from . import schedules
 
         job = {k: _seconds(v) if k in ("horizon", "timeout", "misfire_grace") else v
-               for k, v in job.items()}
+               for k, v in job.items() if v is not None or k == "_environ"}
         return schedules.make(self, name, target, cron=cron, every=_seconds(every),
                               start=start, tz=tz, missed=missed,
                               missed_window=_seconds(missed_window), **job)[0]

@@ -18,8 +18,10 @@ from .recurrence import (
 from .store.schedrules import rule_of
 
 if TYPE_CHECKING:
-    from .api import Awty
     from .model import Job, RunSummary
+
+# The facade that calls these (api.Awty): not imported, it imports this module.
+Awty = Any
 
 # Job options a schedule's occurrences take (those of `awty add` but the time and the
 # idempotency key: each occurrence is unique by its schedule and nominal time).
@@ -52,7 +54,7 @@ class ScheduleInfo(Record):
 def make(a: Awty, name: str, target: str, *, cron: str | None = None,
          every: Any = None, start: str | datetime | None = None, tz: str | None = None,
          missed: str | None = None, missed_window: Any = None,
-         **job: Any) -> tuple[Schedule, Job]:
+         _environ: dict[str, str] | None = None, **job: Any) -> tuple[Schedule, Job]:
     """Validate everything, then keep the schedule and its first occurrence's job. Bad input
     raises ``InvalidInput`` naming the field, and nothing is stored."""
     from . import jobspec
@@ -76,7 +78,7 @@ def make(a: Awty, name: str, target: str, *, cron: str | None = None,
     spec = {k: v for k, v in job.items() if v is not None}
     spec.update(target=target, **{"in": "1m"})  # the time is the rule's: any valid one here
     template, _ = jobspec.build(spec, now=now, settings=a.settings, local=a.tz,
-                                cwd=job.get("cwd"))
+                                cwd=job.get("cwd"), environ=_environ)
     if a.store.get_schedule(name) is not None:
         raise InvalidInput(f"name: a schedule named {name!r} already exists")
     s = Schedule(name, rule.cron, rule.every, rule.start, rule.zone, policy.value, window,
@@ -94,7 +96,7 @@ def _start(a: Awty, text: str, now: datetime) -> datetime:
 
 
 def get(a: Awty, name: str) -> Schedule:
-    s = a.store.get_schedule(name)
+    s: Schedule | None = a.store.get_schedule(name)
     if s is None:
         raise ScheduleNotFound(name)
     return s
@@ -128,4 +130,5 @@ def run(a: Awty, name: str) -> RunSummary:
     job = s.template.replace(id=new_id(now), first_check_at=now, next_check_at=slot,
                              created_at=now, updated_at=now, schedule=s.name, occurrence=now)
     a.store.add([job], [None])
-    return a.run_now([job.id])
+    summary: RunSummary = a.run_now([job.id])
+    return summary

@@ -6,8 +6,11 @@ CLI and several runners in tests/reliability/test_schedules.py."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +114,72 @@ def test_duplicate_name_pause_resume_remove(a, clock):
     a.remove_schedule("tick")
     with pytest.raises(ScheduleNotFound):
         a.get_schedule("tick")
+
+
+# -- the commands -------------------------------------------------------------------------------
+def cli(home, *args, input=None):
+    from freezegun import freeze_time
+    from typer.testing import CliRunner
+
+    from awty.cli import app
+
+    with freeze_time(T0):
+        return CliRunner().invoke(app, [*args, "--home", str(home)], input=input)
+
+
+def test_cli_schedule_add_list_next_pause(home):
+    res = cli(home, "schedule", "add", "report", "https://example.com/r", "--cron",
+              "0 9 * * mon-fri", "--tz", "Europe/Berlin", "--header", "X-Team: ops")
+    assert res.exit_code == 0, res.output
+    assert "At 09:00, Monday through Friday" in res.stdout
+    listed = json.loads(cli(home, "schedule", "list", "--json").stdout)
+    assert [(d["name"], d["rule"], d["zone"], d["next"], d["paused"]) for d in listed] == [
+        ("report", "At 09:00, Monday through Friday", "Europe/Berlin", "2026-11-23T08:00:00Z",
+         False)]
+    nxt = json.loads(cli(home, "schedule", "next", "report", "-n", "2", "--json").stdout)
+    assert nxt == [{"occurrence": "2026-11-23T08:00:00Z", "slot": "202611230800"},
+                   {"occurrence": "2026-11-24T08:00:00Z", "slot": "202611240800"}]
+    assert cli(home, "schedule", "pause", "report").exit_code == 0
+    assert json.loads(cli(home, "schedule", "list", "--json").stdout)[0]["paused"] is True
+    assert cli(home, "schedule", "remove", "report").exit_code == 0
+    assert json.loads(cli(home, "schedule", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--cron", "0 25 * * *"], "awty: cron: hour field '25' in '0 25 * * *': 25 is out of "
+                               "range (0-23)"),
+    (["--every", "0"], "awty: every: '0' is no interval: give one of at least a minute"),
+    (["--cron", "0 9 * * *", "--tz", "Nowhere/Land"], "awty: tz: unknown time zone"),
+    (["--every", "1m"], "awty: every: --every 1m fires 1m apart, finer than this home's "
+                        "15-minute slots (resolution 15)"),
+])
+def test_cli_bad_schedule_is_one_line_exit_2_nothing_stored(home, args, line):
+    res = cli(home, "schedule", "add", "tick", "https://example.com/", *args)
+    assert res.exit_code == 2
+    assert res.stderr.startswith(line) and res.stderr.count("\n") == 1, res.stderr
+    assert json.loads(cli(home, "schedule", "list", "--json").stdout) == []
+
+
+def test_cli_import_crontab(home, tmp_path):
+    sample = Path(__file__).parent / "data" / "crontab.sample"
+    shown = cli(home, "schedule", "import-crontab", str(sample))
+    assert shown.exit_code == 1  # the sample holds lines that cannot be carried over
+    made = [ln for ln in shown.stdout.splitlines() if ln.startswith("awty schedule add ")]
+    assert made and all("--exec --cron" in ln for ln in made)
+    assert "not carried over" in shown.stderr
+    assert json.loads(cli(home, "schedule", "list", "--json").stdout) == []
+    applied = cli(home, "schedule", "import-crontab", str(sample), "--apply")
+    names = [d["name"] for d in json.loads(cli(home, "schedule", "list", "--json").stdout)]
+    assert len(names) == len(made) and applied.exit_code == 1
+
+
+def test_schedule_help_has_examples_and_add_imports_nothing_new(home):
+    out = subprocess.run([sys.executable, "-m", "awty", "schedule", "--help"],
+                         capture_output=True, text=True, env={**os.environ, "AWTY_HOME": str(home)})
+    assert out.returncode == 0 and "Examples:" in out.stdout
+    probe = ("import sys, awty.cli.quickadd, awty.cli.addjob; "
+             "print(sorted(m for m in sys.modules if m.split('.')[-1] in "
+             "('schedules', 'schedule', 'recurrence', 'missed', 'schedrules', 'cronsim', "
+             "'cron_descriptor')))")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                          text=True).stdout.strip() == "[]"

@@ -7,6 +7,7 @@
 - ``runs``: slots, run, run-slot, catchup
 - ``ops``: init, config, doctor, crontab, stats, prune, export, import, version
 - ``secret``: secret new, verify
+- ``schedule``: schedule add, list, show, next, pause, resume, remove, run, import-crontab
 - ``setup``: completion, systemd
 - ``argv``: global options before the command, ``--version``, ``help CMD`` (plain list work)
 - ``tables``: fitting a table to the terminal, plain columns for pipes
@@ -107,7 +108,7 @@ _app: list[typer.Typer] = []
 
 def _whole_app() -> typer.Typer:
     if not _app:
-        from . import jobs, ops, runs, secret, setup
+        from . import jobs, ops, runs, schedule, secret, setup
         from .options import new_app
 
         defined = {_name(c): c for m in (jobs, runs, ops, setup, secret)
@@ -118,6 +119,7 @@ def _whole_app() -> typer.Typer:
         app = new_app(no_args_is_help=True, help=HELP)
         app.registered_commands = [defined[name] for name in COMMANDS]
         app.add_typer(secret.secret_app, name="secret")
+        app.add_typer(schedule.schedule_app, name="schedule")
         _app.append(app)
     return _app[0]
 

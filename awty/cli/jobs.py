@@ -13,7 +13,8 @@ from ..ids import runner_label
 from . import render as r
 from .addjob import run_add
 from .options import (
-    Home, Json, Utc, new_app, open_awty, reports_errors, slot_arg,
+    Call, Entity, Exec, Header, Home, Horizon, Json, Key, MaxAttempts, MaxChecks, MisfireGrace,
+    Payload, Timeout, Utc, new_app, open_awty, reports_errors, slot_arg,
 )
 
 commands = new_app()
@@ -30,27 +31,19 @@ def add(
                                               "is given.")] = None,
     in_: Annotated[Optional[str], typer.Option("--in", help="After a duration: 90s 15m 2h 1d "
                                                "1h30m 1w.")] = None,
-    exec_: Annotated[bool, typer.Option("--exec", help="TARGET is a shell command (/bin/sh -c), "
-                                        "run in this directory, payload on stdin.")] = False,
-    call: Annotated[bool, typer.Option("--call", help="TARGET is package.module:function, "
-                                       "called with the job; the module must be found from "
-                                       "this directory (not imported at add).")] = False,
-    payload: Annotated[Optional[str], typer.Option(help="JSON payload, @file, or - for "
-                                                   "stdin.")] = None,
-    entity: Annotated[Optional[str], typer.Option(help="What the job checks (e.g. order).")] = None,
-    key: Annotated[Optional[str], typer.Option(help="Which one (e.g. 42); needs --entity."
-                                               )] = None,
+    exec_: Exec = False,
+    call: Call = False,
+    payload: Payload = None,
+    entity: Entity = None,
+    key: Key = None,
     idempotency_key: Annotated[Optional[str], typer.Option(
         help="Adding the same job twice with this key returns the first one.")] = None,
-    header: Annotated[Optional[list[str]], typer.Option(
-        help="Extra request header 'Name: value' (repeatable).")] = None,
-    max_checks: Annotated[Optional[int], typer.Option(help="Re-checks allowed (default 5).")] = None,
-    horizon: Annotated[Optional[str], typer.Option(help="Furthest re-check (default 7d).")] = None,
-    timeout: Annotated[Optional[str], typer.Option(help="Per execution (default 30s).")] = None,
-    max_attempts: Annotated[Optional[int], typer.Option(help="Attempts on failure (default 6)."
-                                                        )] = None,
-    misfire_grace: Annotated[Optional[str], typer.Option(
-        help="With catchup --misfire skip: how late this job may still fire.")] = None,
+    header: Header = None,
+    max_checks: MaxChecks = None,
+    horizon: Horizon = None,
+    timeout: Timeout = None,
+    max_attempts: MaxAttempts = None,
+    misfire_grace: MisfireGrace = None,
     batch: Annotated[Optional[str], typer.Option(
         help="Add many: a file (or -) of JSON lines with keys named like these options.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and show, store "

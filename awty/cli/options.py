@@ -71,6 +71,24 @@ Home = Annotated[Optional[Path], typer.Option(
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 Utc = Annotated[bool, typer.Option("--utc", help="Show times in UTC instead of local time.")]
 
+# The job options of `awty add`, shared with `awty schedule add` (whose occurrences are jobs).
+Exec = Annotated[bool, typer.Option("--exec", help="TARGET is a shell command (/bin/sh -c), "
+                                    "run in this directory, payload on stdin.")]
+Call = Annotated[bool, typer.Option("--call", help="TARGET is package.module:function, "
+                                    "called with the job; the module must be found from "
+                                    "this directory (not imported at add).")]
+Payload = Annotated[Optional[str], typer.Option(help="JSON payload, @file, or - for stdin.")]
+Entity = Annotated[Optional[str], typer.Option(help="What the job checks (e.g. order).")]
+Key = Annotated[Optional[str], typer.Option(help="Which one (e.g. 42); needs --entity.")]
+Header = Annotated[Optional[list[str]], typer.Option(
+    help="Extra request header 'Name: value' (repeatable).")]
+MaxChecks = Annotated[Optional[int], typer.Option(help="Re-checks allowed (default 5).")]
+Horizon = Annotated[Optional[str], typer.Option(help="Furthest re-check (default 7d).")]
+Timeout = Annotated[Optional[str], typer.Option(help="Per execution (default 30s).")]
+MaxAttempts = Annotated[Optional[int], typer.Option(help="Attempts on failure (default 6).")]
+MisfireGrace = Annotated[Optional[str], typer.Option(
+    help="With catchup --misfire skip: how late this job may still fire.")]
+
 
 def reports_errors(fn):
     @functools.wraps(fn)
