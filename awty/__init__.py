@@ -10,8 +10,8 @@ from __future__ import annotations
 from ._version import __version__
 
 __all__ = ["Awty", "AddResult", "AwtyError", "InvalidInput", "JobNotFound", "Conflict", "Busy",
-           "Job", "Outcome", "Kind", "CancelResult", "HistoryRow", "SlotSummary", "StoreStats",
-           "RunSummary", "Clock", "FixedClock", "__version__"]
+           "Job", "Call", "Outcome", "Kind", "CancelResult", "HistoryRow", "SlotSummary",
+           "StoreStats", "RunSummary", "Clock", "FixedClock", "__version__"]
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from .clock import Clock, FixedClock
     from .errors import AwtyError, Busy, Conflict, InvalidInput, JobNotFound
     from .model import (
-        CancelResult, HistoryRow, Job, Kind, Outcome, RunSummary, SlotSummary, StoreStats,
+        Call, CancelResult, HistoryRow, Job, Kind, Outcome, RunSummary, SlotSummary,
+        StoreStats,
     )
 
 # Where each lazily loaded name lives: importing awty stays cheap (`awty add` start-up).
@@ -29,7 +30,8 @@ _LAZY = {
     "Awty": "api", "AddResult": "api",
     "AwtyError": "errors", "InvalidInput": "errors", "JobNotFound": "errors",
     "Conflict": "errors", "Busy": "errors",
-    "Job": "model", "Outcome": "model", "Kind": "model", "CancelResult": "model",
+    "Job": "model", "Call": "model", "Outcome": "model", "Kind": "model",
+    "CancelResult": "model",
     "HistoryRow": "model", "SlotSummary": "model", "StoreStats": "model",
     "RunSummary": "model",
     "Clock": "clock", "FixedClock": "clock",

@@ -62,7 +62,16 @@ class Awty:
     else ``$XDG_DATA_HOME/awty``; ``clock`` to the system clock (or AWTY_NOW when set).
     ``database_url`` (or the setting, or AWTY_DATABASE_URL) puts the jobs in PostgreSQL
     instead of ``home/awty.db``; home then keeps only settings, secret and log, and there is
-    no slot tree (drop-in envelopes are a single-host feature)."""
+    no slot tree (drop-in envelopes are a single-host feature).
+
+    A python job (``add("myapp.checks:order_shipped", kind="python", …)``) calls its function
+    in awty's own interpreter, with the directory it was added from first on ``sys.path``,
+    with an ``awty.Call``: the HTTP body's fields by the same names (``id``, ``entity``,
+    ``key``, ``payload``, ``check``, ``attempt``, ``slot``, ``first_check_at``)::
+
+        def order_shipped(job: Call) -> timedelta | None:  # myapp/checks.py
+            return None if job.payload.get("shipped") else timedelta(hours=2)
+    """
 
     def __init__(self, home: str | Path | None = None, clock: Clock | None = None, *,
                  env: dict[str, str] | None = None, tz: tzinfo | None = None,

@@ -166,6 +166,70 @@ class Attempt(Record):
         return _seal(s, cls)
 
 
+class Call(Record):
+    """What a ``--call`` function receives: the fields of the JSON body an http job POSTs, by
+    the same names (a webhook handler and a ``--call`` function read one shape), as Python
+    values: ``payload`` parsed, ``first_check_at`` and ``occurrence`` aware datetimes (UTC).
+    ``job`` is the whole ``Job``; its field names (``entity_name``, ``entity_key``,
+    ``payload_json``, ``target``, ``check_count``…) still read through as aliases, except
+    ``attempt``, which is this attempt's number as in the body. Read-only. ::
+
+        def order_shipped(job: Call) -> timedelta | None:   # myapp/checks.py
+            return None if job.payload.get("shipped") else timedelta(hours=2)
+    """
+
+    __slots__ = ("id", "entity", "key", "payload", "check", "attempt", "slot", "first_check_at",
+                 "schedule", "occurrence", "job")
+    id: str
+    entity: str | None
+    key: str | None
+    payload: Any
+    check: int  # 1-based: which check of the job this is
+    attempt: int  # 1-based attempt number within this check
+    slot: str  # the slot being run, YYYYMMDDHHMM
+    first_check_at: datetime
+    schedule: str | None  # a recurring schedule's occurrence: its name and nominal time
+    occurrence: datetime | None
+    job: Job
+
+    def __new__(cls, id: str, entity: str | None, key: str | None, payload: Any, check: int,
+                attempt: int, slot: str, first_check_at: datetime, schedule: str | None,
+                occurrence: datetime | None, job: Job) -> Call:
+        s = _draft(cls)
+        s.id = id
+        s.entity = entity
+        s.key = key
+        s.payload = payload
+        s.check = check
+        s.attempt = attempt
+        s.slot = slot
+        s.first_check_at = first_check_at
+        s.schedule = schedule
+        s.occurrence = occurrence
+        s.job = job
+        return _seal(s, cls)
+
+    @classmethod
+    def of(cls, job: Job, attempt: Attempt) -> Call:
+        return cls(job.id, job.entity_name, job.entity_key, job.payload, attempt.check,
+                   attempt.attempt, attempt.slot, job.first_check_at, job.schedule,
+                   job.occurrence, job)
+
+    @property
+    def entity_name(self) -> str | None:
+        return self.entity
+
+    @property
+    def entity_key(self) -> str | None:
+        return self.key
+
+    if not TYPE_CHECKING:  # at run time only: a typed program should use the body's names
+        def __getattr__(self, name: str) -> Any:
+            if name in Job._fields:
+                return getattr(self.job, name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
 class Result(Record):
     """One execution's answer. Executors return this and never raise for a job's failure."""
 

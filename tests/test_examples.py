@@ -16,6 +16,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -119,9 +120,7 @@ def world(tmp_path, monkeypatch, fake_crontab):
     monkeypatch.setenv("TZ", "UTC")
     work = tmp_path / "work"
     work.mkdir()
-    (work / "myapp").mkdir()  # the --call examples' module, found from where `add` runs
-    (work / "myapp" / "__init__.py").write_text("")
-    (work / "myapp" / "checks.py").write_text("def order_shipped(job):\n    return None\n")
+    write_call_example(work)  # the --call examples' module, found from where `add` runs
     (work / "jobs.jsonl").write_text(
         '{"target": "https://api.example.com/hooks/a", "in": "2h"}\n'
         '{"target": "echo hi", "kind": "exec", "at": "tomorrow 06:00"}\n')
@@ -244,6 +243,44 @@ def test_readme_signing_block_signs_real_callbacks(world, tmp_path):
     sent = datetime.fromtimestamp(int(req.headers["webhook-timestamp"]), UTC)
     with freeze_time(sent):  # signed "now" = AWTY_NOW; verifiers refuse old timestamps
         Webhook(secret).verify(req.body, req.headers)
+
+
+def readme_call_example() -> str:
+    """The ``--call`` function shown under "Jobs and their answers" (a fence in a list item)."""
+    (code,) = re.findall(r"^  ```python\n(.*?)^  ```", README, flags=re.S | re.M)
+    return textwrap.dedent(code)
+
+
+def write_call_example(directory: Path) -> None:
+    (directory / "myapp").mkdir()
+    (directory / "myapp" / "__init__.py").write_text("")
+    (directory / "myapp" / "checks.py").write_text(readme_call_example())
+
+
+def test_readme_call_example_runs(tmp_path, monkeypatch):
+    """The README's --call function, as myapp/checks.py, fired by run-slot: not shipped is
+    checked again 2 h later, shipped is done."""
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    write_call_example(app_dir)
+    monkeypatch.chdir(app_dir)
+    env = {"AWTY_HOME": str(tmp_path / "home"), "AWTY_NOW": NOW_ISO}
+    ids = {}
+    for shipped in (False, True):
+        res = runner.invoke(app, ["add", "myapp.checks:order_shipped", "--call", "--in", "1m",
+                                  "--entity", "order", "--key", "42", "--json", "--payload",
+                                  json.dumps({"shipped": shipped})], env=env)
+        assert res.exit_code == 0, res.stderr
+        ids[shipped] = json.loads(res.stdout)["id"]
+    res = runner.invoke(app, ["run-slot", "202611221430", "--json"],
+                        env={**env, "AWTY_NOW": "2026-11-22T14:30:02Z"})
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert (summary["outcomes"], summary["rechecked"]) == ({"done": 1}, 1)
+    (pending,) = db_rows(tmp_path / "home", "future_job")
+    # 2 h after 14:30:02, rounded up to its slot
+    assert (pending["id"], pending["next_check_at"]) == (ids[False], "2026-11-22T16:45:00Z")
+    assert [h["id"] for h in db_rows(tmp_path / "home", "job_history")] == [ids[True]]
 
 
 def test_readme_python_block_runs(tmp_path):

@@ -10,6 +10,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from awty.clock import FixedClock
 from awty.config import Settings
 from awty.executors.python import PythonExecutor
@@ -65,6 +67,17 @@ def echo(job):
         return timedelta(seconds=1) if "frozen" in type(e).__name__.lower() + str(e) else None
     return None
 
+def fields(job):
+    with open("fields.json", "w") as f:
+        json.dump({"body": {"id": job.id, "entity": job.entity, "key": job.key,
+                            "payload": job.payload, "check": job.check, "attempt": job.attempt,
+                            "slot": job.slot, "first_check_at": job.first_check_at.isoformat(),
+                            "schedule": job.schedule,
+                            "occurrence": job.occurrence and job.occurrence.isoformat()},
+                   "aliases": [job.entity_name, job.entity_key, str(job.kind), job.target,
+                               job.check_count, job.payload_json, job.job.id],
+                   "type": type(job).__name__}, f)
+
 def hang(job):
     with open("pid", "w") as f:
         f.write(str(os.getpid()))
@@ -90,12 +103,13 @@ def make_job(target: str, cwd: Path | None, **kw: object) -> Job:
                cwd=str(cwd) if cwd else None, **kw)
 
 
-def run(target: str, cwd: Path | None, *, timeout: float = 20.0) -> Result:
+def run(target: str, cwd: Path | None, *, timeout: float = 20.0, **kw: object) -> Result:
     ex = PythonExecutor(Settings(), FixedClock(NOW))
 
     async def go() -> Result:
         try:
-            return await ex.run(make_job(target, cwd), Attempt("203001011200", 1, 2, timeout))
+            return await ex.run(make_job(target, cwd, **kw),
+                                Attempt("203001011200", 1, 2, timeout))
         finally:
             await ex.close()
 
@@ -199,6 +213,33 @@ def test_function_receives_the_job(tmp_path, monkeypatch):
     assert seen == {"id": "01JOBPY", "kind": "python", "entity": "order", "key": "7",
                     "payload": {"order": 7}, "first_check_at": NOW.isoformat(),
                     "env_attempt": "2", "secret": None, "cwd": str(cwd)}
+
+
+@pytest.mark.parametrize("occurrence", [None, NOW - timedelta(minutes=5)])
+def test_the_function_gets_the_fields_of_the_http_body(tmp_path, occurrence):
+    """The same names, and values, as the JSON an http job POSTs for the same attempt: a
+    ``--call`` function and a webhook handler read one shape."""
+    from awty.executors.http import callback_body
+
+    cwd = project(tmp_path)
+    extra = {"schedule": "nightly", "occurrence": occurrence} if occurrence else {}
+    attempt = Attempt("203001011200", 1, 2, 20.0)
+    r = run("mychecks:fields", cwd, **extra)
+    assert r.answer is Answer.DONE, r.error
+    seen = json.loads((cwd / "fields.json").read_text())
+    body = json.loads(callback_body(make_job("mychecks:fields", cwd, **extra), attempt))
+    assert seen["type"] == "Call"
+    for name, value in body.items():
+        got = seen["body"][name]
+        if name in ("first_check_at", "occurrence"):
+            got = datetime.fromisoformat(got).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert got == value, name
+    assert set(seen["body"]) == {"id", "entity", "key", "payload", "check", "attempt", "slot",
+                                 "first_check_at", "schedule", "occurrence"}
+    assert set(body) <= set(seen["body"])
+    # today's names stay as aliases (the Job's fields); .job is the whole record
+    assert seen["aliases"] == ["order", "7", "python", "mychecks:fields", 0, '{"order": 7}',
+                               "01JOBPY"]
 
 
 def test_hung_function_is_killed_at_the_timeout(tmp_path):

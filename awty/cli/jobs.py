@@ -63,6 +63,15 @@ def add(
       awty add myapp.checks:order_shipped --call --in 3h --payload '{"order": 42}'
 
       awty add --batch jobs.jsonl
+
+    A --call function gets the job with the HTTP body's fields (id, entity, key, payload,
+    check, attempt, slot, first_check_at) and runs in awty's own Python, with this directory
+    first on sys.path (so install awty in the app's virtualenv, not pipx):
+
+    \b
+      def order_shipped(job):  # myapp/checks.py
+          # None: done; a timedelta or datetime: check again; an exception: retried
+          return None if job.payload.get("shipped") else timedelta(hours=2)
     """
     run_add(target, at=at, in_=in_, exec_=exec_, call=call, payload=payload, entity=entity,
             key=key, idempotency_key=idempotency_key, header=header, max_checks=max_checks,

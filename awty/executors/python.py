@@ -1,4 +1,5 @@
-"""The ``python`` kind: ``package.module:function`` called with the (read-only) job.
+"""The ``python`` kind: ``package.module:function`` called with a read-only ``Call`` (the
+fields of the HTTP body, by the same names).
 
 The call runs in a worker process (``pyworker``), one per call, under the same deadline and
 process-group kill as ``exec``: a hung function never stalls the slot nor outlives the runner,
@@ -21,7 +22,7 @@ from ..model import Answer, Attempt, Job, Result
 from ..storable import text_of
 from . import _proc
 from .base import truncate
-from .pyworker import TARGET, bootstrap, job_to_dict
+from .pyworker import TARGET, bootstrap, request
 
 ERROR_LIMIT = 500
 _AWTY_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,11 +44,11 @@ class PythonExecutor:
             cwd = _proc.job_cwd(job)
         except FileNotFoundError as e:
             return Result(Answer.FAIL, error=str(e))
-        request = json.dumps({"target": job.target, "job": job_to_dict(job)}).encode("utf-8")
+        stdin = request(job.target, job, attempt)
         async with self._limit:
             try:
                 proc = await _proc.run_process(
-                    self._argv, stdin=request, cwd=cwd, env=_proc.job_env(job, attempt),
+                    self._argv, stdin=stdin, cwd=cwd, env=_proc.job_env(job, attempt),
                     timeout=attempt.timeout, keep=self._settings.history_output_bytes)
             except (FileNotFoundError, NotADirectoryError, PermissionError) as e:
                 return Result(Answer.FAIL, error=truncate(f"cannot start python: {e}",

@@ -1,7 +1,8 @@
 """The worker process of the ``python`` kind: one process per call, so that a hung function can
 be killed at its deadline with everything it started.
 
-Protocol: the job as one JSON document on stdin (``job_to_dict``); the answer as one JSON line
+Protocol: the job and the attempt as one JSON document on stdin (``request``); the function is
+called with a ``Call`` (the fields of the HTTP body); the answer as one JSON line
 on the original stdout:
 ``{"ok": true, "kind": "none"|"datetime"|"timedelta", "value": ...}`` or
 ``{"ok": false, "error": "Type: message", "retryable": bool}``.
@@ -18,14 +19,14 @@ import sys
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from awty.model import Job, Kind, Status
+from awty.model import Attempt, Call, Job, Kind, Status
 from awty.wire import PY_TARGET
 
 TARGET = PY_TARGET  # the one rule, shared with add
 MESSAGE_LIMIT = 4000  # characters of an exception message sent back (the executor cuts more)
 
 _DATETIME_FIELDS = frozenset(("first_check_at", "next_check_at", "created_at", "updated_at",
-                              "lease_until", "started_at"))
+                              "lease_until", "started_at", "occurrence"))
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
@@ -38,6 +39,13 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             value = value.value
         out[name] = value
     return out
+
+
+def request(target: str, job: Job, attempt: Attempt) -> bytes:
+    """What the executor writes to the worker's stdin."""
+    return json.dumps({"target": target, "job": job_to_dict(job),
+                       "attempt": [attempt.slot, attempt.check, attempt.attempt,
+                                   attempt.timeout]}).encode("utf-8")
 
 
 def job_from_dict(data: dict[str, Any]) -> Job:
@@ -96,7 +104,7 @@ def _error(e: BaseException) -> str:
     return text[:MESSAGE_LIMIT]
 
 
-def call(target: str, job: Job) -> dict[str, Any]:
+def call(target: str, job: Call) -> dict[str, Any]:
     import traceback
 
     try:
@@ -131,12 +139,12 @@ def main() -> int:
     answer_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    request = json.loads(sys.stdin.buffer.read())
-    job = job_from_dict(request["job"])
+    data = json.loads(sys.stdin.buffer.read())
+    job = job_from_dict(data["job"])
     if job.cwd and job.cwd not in sys.path[:1]:
         sys.path.insert(0, job.cwd)
     try:
-        answer = call(request["target"], job)
+        answer = call(data["target"], Call.of(job, Attempt(*data["attempt"])))
     finally:
         sys.stderr.flush()
     line = json.dumps(answer, separators=(",", ":")) + "\n"

@@ -9,9 +9,20 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 
 from awty import (
-    AddResult, Awty, AwtyError, CancelResult, FixedClock, HistoryRow, InvalidInput, Job,
+    AddResult, Awty, AwtyError, Call, CancelResult, FixedClock, HistoryRow, InvalidInput, Job,
     JobNotFound, Kind, SlotSummary, StoreStats,
 )
+
+
+def order_shipped(job: Call) -> timedelta | None:
+    """A --call function as a typed user writes it (awty add user_program:order_shipped
+    --call …): the HTTP body's names."""
+    print(f"{job.id} {job.entity}/{job.key} check {job.check} attempt {job.attempt} "
+          f"slot {job.slot}", file=sys.stderr)
+    first: datetime = job.first_check_at
+    if job.payload.get("shipped") or job.check > 3 or first.year < 2000:
+        return None
+    return timedelta(hours=2)
 
 
 def main(home: str) -> list[str]:
