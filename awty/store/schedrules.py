@@ -15,10 +15,13 @@ calls ``at_claim``, and writes what it decided in the claim's own transaction:
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..model import Job, Schedule, Status, new_id
 from ..record import Record, _draft, _seal
+from ..slots import slot_for
+
+_ZERO = timedelta(0)
 
 
 class Rearm(Record):
@@ -74,8 +77,16 @@ def at_claim(s: Schedule, job: Job, now: datetime) -> Rearm:
     from ..missed import Missed, catch_up
 
     assert job.occurrence is not None
-    d = catch_up(rule_of(s), job.occurrence, now, policy=Missed(s.missed),
-                 resolution=s.resolution, window=s.window)
+    # A catch-up's next occurrence may be made when its slot has begun (it sits in the slot
+    # after): it was not missed then, and is missed only if its own slot passes unrun, not
+    # because its nominal time is behind it. One already missed when made (a resume after
+    # its time) is judged by its nominal time: the policy applies.
+    step = timedelta(minutes=s.resolution)
+    made = job.created_at or now
+    late = job.first_check_at - slot_for(job.occurrence, s.resolution)
+    fresh = job.occurrence > slot_for(made - step, s.resolution) - step
+    d = catch_up(rule_of(s), job.occurrence, now - late if fresh and late > _ZERO else now,
+                 policy=Missed(s.missed), resolution=s.resolution, window=s.window)
     jobs = tuple(occurrence_job(s, at, now) for at in (*d.extra, d.next))
     skipped: Job | None = None
     if not d.fire_claimed:
