@@ -14,8 +14,8 @@ from .clock import Clock, default_clock
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
-    ALL_KINDS, CancelResult, Execution, HistoryRow, Job, Kind, MisfirePolicy, RunSummary,
-    Schedule, SlotSummary, StoreStats,
+    ALL_KINDS, ApiToken, CancelResult, Execution, HistoryRow, Job, Kind, MisfirePolicy,
+    RunSummary, Schedule, SlotSummary, StoreStats,
 )
 from .record import Record, _draft, _seal
 from .slotdir import SlotTree, Staged
@@ -321,12 +321,14 @@ class Awty:
                              dry_run=dry_run, cwd=cwd, _single=True)[0]
 
     def add_many(self, specs: Iterable[dict[str, Any]], *, dry_run: bool = False,
-                 cwd: str | None = None, _single: bool = False) -> list[AddResult]:
+                 cwd: str | None = None, environ: dict[str, str] | None = None,
+                 _single: bool = False) -> list[AddResult]:
         """All or nothing: a bad spec raises ``InvalidInput`` naming it (``line N: …``) and
         nothing is stored. Rows are committed first, then the envelopes are in their slots: a
         crash in between leaves rows without files, which still run. A big batch writes its
         envelopes beside the validation and the insert, out of the tree (``slotdir.Staged``),
-        and moves them in once the rows are committed."""
+        and moves them in once the rows are committed. ``environ``: the whole environment
+        an exec job gets (recorded whatever ``exec_env`` says), instead of this process's."""
         from . import jobspec
 
         self.load_cluster()  # max_delay, the guards' defaults, the resolution: the cluster's
@@ -343,7 +345,8 @@ class Awty:
                     raise InvalidInput(f"line {n}: not a JSON object")
                 try:
                     job, fp = jobspec.build(spec, now=now, settings=self.settings,
-                                            local=self.tz, cwd=cwd, memo=memo)
+                                            local=self.tz, cwd=cwd, memo=memo,
+                                            environ=environ)
                 except InvalidInput as e:
                     raise InvalidInput(str(e) if _single else f"line {n}: {e}") from None
                 jobs.append(job)
@@ -544,10 +547,13 @@ class Awty:
 
     def list(self, *, status: str | None = None, slot: datetime | None = None,
              entity: str | None = None, key: str | None = None, kind: str | None = None,
-             limit: int | None = None, until: datetime | None = None) -> Iterator[Job]:
-        """Pending jobs matching every filter given, in run order (``(next_check_at, id)``)."""
+             limit: int | None = None, until: datetime | None = None,
+             after: tuple[datetime, str] | None = None) -> Iterator[Job]:
+        """Pending jobs matching every filter given, in run order (``(next_check_at, id)``);
+        ``after``: only those past that ``(next_check_at, id)`` (a page's cursor)."""
         return self.store.list(status=status, slot=slot, until=until, entity=entity, key=key,
-                               kind=kind, limit=limit)
+                               kind=kind, limit=limit,
+                               **({"after": after} if after is not None else {}))
 
     def count(self, *, status: str | None = None, slot: datetime | None = None,
               until: datetime | None = None, entity: str | None = None,
@@ -587,6 +593,37 @@ class Awty:
         return self.store.stats(now=now, since=now - window,
                                 current=current_slot(now, self.settings.resolution),
                                 next_slots=next_slots)
+
+    # -- serve's tokens (awty token) --------------------------------------------------------
+    def new_token(self, name: str, scopes: str | Iterable[str], *,
+                  allow_callbacks: Iterable[str] = (), exec_dir: str | None = None,
+                  exec_env: Iterable[str] = ()) -> tuple[ApiToken, str]:
+        """Make a token for ``awty serve``; returns its record and the token itself, which is
+        never stored (only its SHA-256) nor shown again. ``Conflict`` for a name in use."""
+        from . import tokens
+
+        token = tokens.make(name, scopes, self.clock.now(), allow_callbacks=allow_callbacks,
+                            exec_dir=exec_dir, exec_env=exec_env)
+        secret = tokens.new_secret()
+        self.store.add_token(token, tokens.hash_of(secret))
+        return token, secret
+
+    def tokens(self) -> builtins.list[ApiToken]:
+        """Every token of ``awty serve``, by name (their hashes stay in the store)."""
+        return self.store.tokens()
+
+    def revoke_token(self, name: str) -> None:
+        """Forget a token: every serve process refuses it from its next request on."""
+        if not self.store.revoke_token(name):
+            from .errors import AwtyError
+
+            raise AwtyError(f"no token named {name!r} (`awty token list` shows them)")
+
+    def token_for(self, secret: str) -> ApiToken | None:
+        """The token ``secret`` is, else None (unknown or revoked)."""
+        from .tokens import hash_of
+
+        return self.store.token_for(hash_of(secret), self.clock.now())
 
     # -- moving a home ----------------------------------------------------------------------
     def export(self, out: IO[str], *, move_to: str | None = None) -> Moved:

@@ -49,7 +49,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
     """Validate one job spec; raises ``InvalidInput`` naming the offending field.
     ``due`` (used for dropped-in envelopes) replaces at/in, and then the job's kind must be one
     of ``kinds`` (default: the ``dropin_kinds`` setting). An exec job added (not dropped in)
-    records ``environ`` (default: this process's) when ``exec_env`` is on. ``memo``: a dict
+    records ``environ`` (default: this process's) when ``exec_env`` is on, or when given. ``memo``: a dict
     shared by the builds of one batch (same ``now``, ``settings`` and ``local``), which then
     checks each distinct URL and time once."""
     if not SPEC_KEYS.issuperset(spec):
@@ -95,8 +95,8 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         idempotency_key=_text(spec, "idempotency_key"),
         cwd=job_cwd,
         created_at=now, updated_at=now,
-        env=(_env(environ, settings) if kind is Kind.EXEC and due is None and settings.exec_env
-             else None),
+        env=(_env(environ, settings) if kind is Kind.EXEC and due is None and (
+            settings.exec_env or environ is not None) else None),
     )
     # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
     return job, fingerprint(job) if job.idempotency_key else None

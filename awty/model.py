@@ -698,3 +698,47 @@ def new_id(at: datetime) -> str:
         _last[ms] = r
     n = (ms << 80) | r
     return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
+
+
+class ApiToken(Record):
+    """A token of ``awty serve`` (``awty token new``), as the store keeps it: never the token
+    itself, only its SHA-256 (``Store.token_for``). ``scopes`` from ``tokens.SCOPES``;
+    ``allow_callbacks``: URL prefixes the token's http jobs must start with (empty: any the
+    SSRF rules allow); ``exec_dir`` and ``exec_env``: where an exec or python job added with it
+    runs and the whole environment it gets."""
+
+    __slots__ = ("name", "scopes", "created_at", "last_used_at", "allow_callbacks", "exec_dir",
+                 "exec_env")
+    name: str
+    scopes: tuple[str, ...]
+    created_at: datetime
+    last_used_at: datetime | None
+    allow_callbacks: tuple[str, ...]
+    exec_dir: str | None
+    exec_env: dict[str, str]
+
+    def __new__(cls, name: str, scopes: tuple[str, ...], created_at: datetime,
+                last_used_at: datetime | None = None, allow_callbacks: tuple[str, ...] = (),
+                exec_dir: str | None = None,
+                exec_env: dict[str, str] | None = None) -> ApiToken:
+        s = _draft(cls)
+        s.name = name
+        s.scopes = scopes
+        s.created_at = created_at
+        s.last_used_at = last_used_at
+        s.allow_callbacks = allow_callbacks
+        s.exec_dir = exec_dir
+        s.exec_env = dict(exec_env or {})
+        return _seal(s, cls)
+
+    def options(self) -> dict[str, Any]:
+        """What the store keeps beside the name and scopes, as JSON."""
+        return {"allow_callbacks": list(self.allow_callbacks), "exec_dir": self.exec_dir,
+                "exec_env": self.exec_env}
+
+    @classmethod
+    def stored(cls, name: str, scopes: list[str], created_at: datetime,
+               last_used_at: datetime | None, options: dict[str, Any]) -> ApiToken:
+        return cls(name, tuple(scopes), created_at, last_used_at,
+                   tuple(options.get("allow_callbacks") or ()), options.get("exec_dir"),
+                   options.get("exec_env") or {})

@@ -233,7 +233,8 @@ def test_add_does_not_import_runner_only_modules(home):
             "try:\n    runpy.run_module('awty', run_name='__main__')\nexcept SystemExit:\n"
             "    pass\nheavy=[m for m in ('requests','httptools','uvloop','asyncio','rich',"
             "'rich.progress','sqlite_utils','filelock','awty.runner','awty.executors.http',"
-            "'cronsim','cron_descriptor')"
+            "'cronsim','cron_descriptor','starlette','uvicorn','jinja2','prometheus_client',"
+            "'awty.serve','awty.tokens')"
             " if m in sys.modules]\nprint('HEAVY', heavy, file=sys.stderr)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "AWTY_HOME": str(home)}, timeout=60)

@@ -8,6 +8,7 @@
 - ``ops``: init, config, doctor, crontab, stats, prune, export, import, version
 - ``secret``: secret new, verify
 - ``schedule``: schedule add, list, show, next, pause, resume, remove, run, import-crontab
+- ``serving``: serve, metrics, token new|list|revoke
 - ``setup``: completion, systemd
 - ``argv``: global options before the command, ``--version``, ``help CMD`` (plain list work)
 - ``tables``: fitting a table to the terminal, plain columns for pipes
@@ -36,7 +37,7 @@ COMMANDS = {
     "history": "jobs",
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
     "stats": "ops", "prune": "ops", "export": "ops", "import": "ops", "systemd": "setup",
-    "completion": "setup", "config": "ops",
+    "completion": "setup", "config": "ops", "serve": "serving", "metrics": "serving",
 }
 
 HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callbacks; "
@@ -108,10 +109,10 @@ _app: list[typer.Typer] = []
 
 def _whole_app() -> typer.Typer:
     if not _app:
-        from . import jobs, ops, runs, schedule, secret, setup
+        from . import jobs, ops, runs, schedule, secret, serving, setup
         from .options import new_app
 
-        defined = {_name(c): c for m in (jobs, runs, ops, setup, secret)
+        defined = {_name(c): c for m in (jobs, runs, ops, setup, secret, schedule, serving)
                    for c in m.commands.registered_commands}
         if set(defined) != set(COMMANDS):
             raise RuntimeError(f"awty.cli.COMMANDS is out of step with the command modules: "
@@ -120,6 +121,7 @@ def _whole_app() -> typer.Typer:
         app.registered_commands = [defined[name] for name in COMMANDS]
         app.add_typer(secret.secret_app, name="secret")
         app.add_typer(schedule.schedule_app, name="schedule")
+        app.add_typer(serving.token_app, name="token")
         _app.append(app)
     return _app[0]
 

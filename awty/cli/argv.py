@@ -16,7 +16,7 @@ COMPLETE_VAR = "_AWTY_COMPLETE"
 GLOBAL_VALUED = ("--home", "--database-url")
 GLOBAL_FLAGS = ("--json", "--utc")
 # Commands that are groups: their sub-command name belongs to the command path.
-GROUPS = ("secret", "schedule")
+GROUPS = ("secret", "schedule", "token")
 
 
 def normalise(args: list[str]) -> list[str]:

@@ -197,12 +197,8 @@ def show(
     """Show one job: pending, or how it ended, with each execution."""
     a = open_awty(home)
     found = a.get(job_id)
-    events = [r.execution_dict(e) for e in a.executions(job_id)]
-    if isinstance(found, list):
-        doc = {"state": "ended", **r.history_dict(found[-1]),
-               "ended_runs": [r.history_dict(h) for h in found], "executions": events}
-    else:
-        doc = {"state": found.status.value, **r.job_dict(found), "executions": events}
+    doc = r.show_document(found, a.executions(job_id))
+    events = doc["executions"]
     if as_json:
         r.emit_json(doc)
         return

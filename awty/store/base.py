@@ -72,8 +72,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import (
-    Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Reslot,
-    Schedule, StoreHealth, StoreStats,
+    Added, ApiToken, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
+    Reslot, Schedule, StoreHealth, StoreStats,
 )
 
 if TYPE_CHECKING:
@@ -151,9 +151,10 @@ class Store(Protocol):
 
     def list(self, *, status: str | None = None, slot: datetime | None = None,
              until: datetime | None = None, entity: str | None = None, key: str | None = None,
-             kind: str | None = None, limit: int | None = None) -> Iterator[Job]:
+             kind: str | None = None, limit: int | None = None,
+             after: tuple[datetime, str] | None = None) -> Iterator[Job]:
         """Pending jobs ordered by (next_check_at, id), streamed (memory stays flat);
-        ``until``: next_check_at at or before it."""
+        ``until``: next_check_at at or before it; ``after``: (next_check_at, id) past this."""
 
     def count(self, *, status: str | None = None, slot: datetime | None = None,
               until: datetime | None = None, entity: str | None = None,
@@ -297,3 +298,23 @@ class Store(Protocol):
         """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: jobs
         in flight with no lease owner, not "any owner") whose lease expired and whose owner is
         not alive; returns how many."""
+
+    # -- serve's tokens (awty token) --------------------------------------------------------
+    def add_token(self, token: ApiToken, token_hash: str) -> None:
+        """Keep ``token`` under the SHA-256 ``token_hash`` of its secret; raises ``Conflict``
+        when a token of that name exists (nothing changed)."""
+        ...
+
+    def tokens(self) -> builtins.list[ApiToken]:
+        """Every token, by name."""
+        ...
+
+    def token_for(self, token_hash: str, now: datetime) -> ApiToken | None:
+        """The token whose secret hashes to ``token_hash``, else None (unknown or revoked: a
+        revoke is seen by the next request of every process). Notes ``now`` as its last use
+        when the one kept is a minute old or more."""
+        ...
+
+    def revoke_token(self, name: str) -> bool:
+        """Forget the token named ``name``; False when there is none."""
+        ...

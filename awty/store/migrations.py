@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def _m001_initial(db) -> None:
@@ -178,9 +178,17 @@ def _m009_schedules(db) -> None:
                "WHERE schedule IS NOT NULL")
 
 
+def _m010_api_tokens(db) -> None:
+    # `awty serve`'s tokens (`awty token new`): the SHA-256 of each, never the token; options
+    # holds what the token may schedule (allow_callbacks, exec_dir, exec_env) as JSON.
+    db.execute("CREATE TABLE api_token (name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, "
+               "scopes TEXT NOT NULL, options TEXT NOT NULL, created_at TEXT NOT NULL, "
+               "last_used_at TEXT)")
+
+
 MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index,
               _m005_slot_entity_index, _m006_started_marks, _m007_meta, _m008_runners,
-              _m009_schedules]
+              _m009_schedules, _m010_api_tokens]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -144,6 +144,18 @@ ALTER TABLE {s}.job_history ADD COLUMN schedule text;
 CREATE INDEX job_history_schedule ON {s}.job_history (schedule, seq)
     WHERE schedule IS NOT NULL;
 """,
+    # `awty serve`'s tokens (`awty token new`): the SHA-256 of each, never the token; options
+    # holds what the token may schedule (allow_callbacks, exec_dir, exec_env).
+    5: """
+CREATE TABLE {s}.api_token (
+    name         text PRIMARY KEY,
+    hash         text NOT NULL UNIQUE,
+    scopes       text NOT NULL,
+    options      text NOT NULL,
+    created_at   timestamptz NOT NULL,
+    last_used_at timestamptz
+);
+""",
 }
 
 LATEST = max(MIGRATIONS)

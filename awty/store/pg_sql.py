@@ -231,6 +231,16 @@ TEXTS = {
                          "CROSS JOIN LATERAL (SELECT outcome, ended_at FROM {s}.job_history "
                          "WHERE schedule = s.name ORDER BY seq DESC LIMIT 1) h",
     "schedule_reslot": "UPDATE {s}.schedule SET resolution = %s",
+    "add_token": "INSERT INTO {s}.api_token (name, hash, scopes, options, created_at) "
+                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+    "tokens": "SELECT name, scopes, created_at, last_used_at, options FROM {s}.api_token "
+              "ORDER BY name",
+    # last_used_at moves at most once a minute: a token's every request is no write
+    "token_for": "UPDATE {s}.api_token SET last_used_at = %(now)s WHERE hash = %(hash)s "
+                 "AND (last_used_at IS NULL OR last_used_at < %(now)s - interval '1 minute') ",
+    "token_row": "SELECT name, scopes, created_at, last_used_at, options FROM {s}.api_token "
+                 "WHERE hash = %s",
+    "revoke_token": "DELETE FROM {s}.api_token WHERE name = %s",
     "server": "SELECT current_setting('server_version'), current_database(), "
               "coalesce(inet_server_addr()::text, current_setting('unix_socket_directories'))",
 }

@@ -13,6 +13,7 @@ Every psycopg error leaves as a one-line ``StoreError``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -30,8 +31,8 @@ from ..config import SCHEMA_NAME, url_passwords
 from ..slots import iso, parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError, Unstorable
 from ..model import (
-    Added, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
-    Outcome, Reslot, Schedule, StoreHealth, StoreStats, run_order,
+    Added, ApiToken, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job,
+    LeaseGroup, Outcome, Reslot, Schedule, StoreHealth, StoreStats, run_order,
 )
 from . import pg_migrations, pg_portable, pg_schedules, rules
 from .jobdict import job_from_json
@@ -293,8 +294,12 @@ class PostgresStore:
 
     def list(self, *, status: str | None = None, slot: datetime | None = None,
              until: datetime | None = None, entity: str | None = None, key: str | None = None,
-             kind: str | None = None, limit: int | None = None) -> Iterator[Job]:
+             kind: str | None = None, limit: int | None = None,
+             after: tuple[datetime, str] | None = None) -> Iterator[Job]:
         where, params = self._job_filters(status, slot, until, entity, key, kind)
+        if after is not None:
+            where += (" AND " if where else " WHERE ") + "(next_check_at, id) > (%s, %s)"
+            params = [*params, sec(after[0]), after[1]]
         sql = self.sql.list + where + " ORDER BY next_check_at, id"
         if limit is not None:
             sql += " LIMIT %s"
@@ -711,6 +716,27 @@ class PostgresStore:
                                               now, f"schedule {name} removed")
             cur.execute(self.sql.schedule_delete, (name,))
         return CancelResult(cancelled, running, [])
+    # -- serve's tokens ---------------------------------------------------------------------
+    def add_token(self, token: ApiToken, token_hash: str) -> None:
+        with self._tx("cannot add the token") as cur:
+            cur.execute(self.sql.add_token, (token.name, token_hash, json.dumps(
+                list(token.scopes)), json.dumps(token.options()), sec(token.created_at)))
+            if not cur.rowcount:
+                raise rules.token_taken(token.name)
+
+    def tokens(self) -> list[ApiToken]:
+        with self._tx("cannot read the tokens") as cur:
+            return [_token(r) for r in cur.execute(self.sql.tokens)]
+
+    def token_for(self, token_hash: str, now: datetime) -> ApiToken | None:
+        with self._tx("cannot read the token") as cur:
+            cur.execute(self.sql.token_for, {"now": sec(now), "hash": token_hash})
+            row = cur.execute(self.sql.token_row, (token_hash,)).fetchone()
+        return _token(row) if row else None
+
+    def revoke_token(self, name: str) -> bool:
+        with self._tx("cannot revoke the token") as cur:
+            return cur.execute(self.sql.revoke_token, (name,)).rowcount > 0
 
     # -- moving a home (export / import: pg_portable) -------------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:
@@ -743,3 +769,8 @@ class PostgresStore:
                 yield from cur
         except psycopg.Error as e:
             raise self._error(e, what) from None
+
+
+def _token(row) -> ApiToken:
+    name, scopes, created, used, options = row
+    return ApiToken.stored(name, json.loads(scopes), created, used, json.loads(options))

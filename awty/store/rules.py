@@ -56,6 +56,11 @@ def id_taken() -> Conflict:
     return Conflict("cannot add: a job with one of these ids already exists")
 
 
+def token_taken(name: str) -> Conflict:
+    return Conflict(f"a token named {name!r} exists: revoke it first (`awty token revoke "
+                    f"{name}`) or choose another name")
+
+
 def being_delivered(job: Job) -> Conflict:
     return Conflict(f"job {job.id} is being delivered now ({runner_label(job.lease_owner)}, "
                     f"owner {job.lease_owner}); its outcome will be in history")

@@ -14,15 +14,15 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import JobNotFound, StoreError, Unstorable
 from ..ids import shard_of
 from ..model import (
-    Added, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup, Outcome, Reslot,
-    Schedule, StoreHealth, StoreStats,
+    Added, ApiToken, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
+    Outcome, Reslot, Schedule, StoreHealth, StoreStats,
 )
 from ..slots import from_iso, is_boundary, iso, slot_for
 from . import migrations, rules, sqlite_portable, sqlite_reports, sqlite_schedules
@@ -89,6 +89,15 @@ def left_behind(path: Path) -> tuple[int, dict[str, str] | None]:
             conn.close()
     except sqlite3.Error:
         return 0, None
+
+
+_TOKEN_NOTE = timedelta(minutes=1)  # a token's last use is written at most this often
+
+
+def _token(row) -> ApiToken:
+    name, scopes, created, used, options = row
+    return ApiToken.stored(name, json.loads(scopes), from_iso(created),
+                           from_iso(used) if used else None, json.loads(options))
 
 
 def _ids_json(ids: Iterable[str]) -> str:
@@ -269,8 +278,11 @@ class SQLiteStore:
             (prefix, hi, prefix, hi, int(limit)))]
 
     def list(self, *, status=None, slot=None, until=None, entity=None, key=None, kind=None,
-             limit=None) -> Iterator[Job]:
+             limit=None, after=None) -> Iterator[Job]:
         cond, params = job_filters(status, slot, until, entity, key, kind)
+        if after is not None:
+            cond += (" AND " if cond else " WHERE ") + "(next_check_at, id) > (?, ?)"
+            params = [*params, iso(after[0]), after[1]]
         sql = SELECT_JOB + cond + " ORDER BY next_check_at, id"
         if limit:
             sql += f" LIMIT {int(limit)}"
@@ -532,6 +544,36 @@ class SQLiteStore:
                                        f"schedule {name} removed")
             sqlite_schedules.delete(c, name)
             return result
+    # -- serve's tokens ---------------------------------------------------------------------
+    def add_token(self, token: ApiToken, token_hash: str) -> None:
+        with self._write() as c:
+            added = c.execute(
+                "INSERT INTO api_token (name, hash, scopes, options, created_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                (token.name, token_hash, json.dumps(list(token.scopes)),
+                 json.dumps(token.options()), iso(token.created_at))).rowcount
+        if not added:
+            raise rules.token_taken(token.name)
+
+    def tokens(self) -> list[ApiToken]:
+        return [_token(r) for r in self.conn.execute(
+            "SELECT name, scopes, created_at, last_used_at, options FROM api_token "
+            "ORDER BY name")]
+
+    def token_for(self, token_hash: str, now: datetime) -> ApiToken | None:
+        row = self.conn.execute("SELECT name, scopes, created_at, last_used_at, options "
+                                "FROM api_token WHERE hash = ?", (token_hash,)).fetchone()
+        if row is None:
+            return None
+        if row[3] is None or from_iso(row[3]) < now - _TOKEN_NOTE:
+            with self._write() as c:
+                c.execute("UPDATE api_token SET last_used_at = ? WHERE hash = ?",
+                          (iso(now), token_hash))
+        return _token(row)
+
+    def revoke_token(self, name: str) -> bool:
+        with self._write() as c:
+            return c.execute("DELETE FROM api_token WHERE name = ?", (name,)).rowcount > 0
 
     # -- moving a home (export / import) --------------------------------------------------
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:

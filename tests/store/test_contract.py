@@ -1008,3 +1008,41 @@ def test_pause_resume_remove_schedule(store):
     assert store.get_schedule("tick") is None and pending_of(store, "tick") == []
     with pytest.raises(ScheduleNotFound):
         store.pause_schedule("tick", S1)
+# --- serve's tokens (awty token) -----------------------------------------------------------
+def test_tokens_are_kept_by_hash_with_their_options_and_revoked_at_once(store, case):
+    from awty.model import ApiToken
+
+    t = ApiToken("svc", ("jobs:read", "jobs:write"), NOW, None, ("https://a.example/",),
+                 "/srv/jobs", {"PATH": "/bin"})
+    store.add_token(t, "h1")
+    with pytest.raises(Conflict, match="a token named 'svc' exists"):
+        store.add_token(ApiToken("svc", ("admin",), NOW), "h2")
+    [got] = store.tokens()
+    assert (got.name, got.scopes, got.allow_callbacks, got.exec_dir, got.exec_env) == (
+        "svc", ("jobs:read", "jobs:write"), ("https://a.example/",), "/srv/jobs",
+        {"PATH": "/bin"})
+    assert got.created_at == NOW and got.last_used_at is None
+    assert store.token_for("nope", NOW) is None
+    assert store.token_for("h1", NOW).name == "svc"
+    # the last use is written at most once a minute (a token's every request is no write)
+    store.token_for("h1", NOW + timedelta(seconds=30))
+    assert store.tokens()[0].last_used_at == NOW
+    store.token_for("h1", NOW + timedelta(minutes=2))
+    assert store.tokens()[0].last_used_at == NOW + timedelta(minutes=2)
+    other = case.open()  # another process's connection sees the revoke at once
+    try:
+        assert other.token_for("h1", NOW) is not None
+        assert store.revoke_token("svc") and not store.revoke_token("svc")
+        assert other.token_for("h1", NOW) is None and other.tokens() == []
+    finally:
+        other.close()
+
+
+def test_list_after_a_position_pages_in_run_order(store):
+    jobs = add(store, mk(S1), mk(S1), mk(S2), mk(S2))
+    order = [j.id for j in store.list()]
+    assert sorted(order) == sorted(ids(jobs))
+    first = list(store.list(limit=3))
+    rest = list(store.list(after=(first[-1].next_check_at, first[-1].id)))
+    assert [j.id for j in first + rest] == order
+    assert list(store.list(after=(S2, "~"))) == []

@@ -1,0 +1,136 @@
+"""``awty serve`` (the HTTP API, console and metrics; the serve extra), ``awty metrics`` and
+``awty token new|list|revoke`` (who may call it)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from . import render as r
+from .options import Home, Json, new_app, new_group, open_awty, reports_errors
+
+commands = new_app()
+token_app = new_group(help="Tokens for `awty serve` (Authorization: Bearer …).")
+
+
+@commands.command()
+@reports_errors
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every "
+                                      "interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8421,
+    certfile: Annotated[Optional[str], typer.Option(help="TLS certificate (PEM), with "
+                                                    "--keyfile; or TLS at a reverse proxy."
+                                                    )] = None,
+    keyfile: Annotated[Optional[str], typer.Option(help="TLS private key (PEM).")] = None,
+    no_auth: Annotated[bool, typer.Option("--no-auth", help="No tokens: loopback "
+                                          "addresses only.")] = False,
+    run_slots: Annotated[bool, typer.Option("--run-slots", help="Also fire each slot at its "
+                                            "boundary, catching up at start (where there "
+                                            "is no cron).")] = False,
+    home: Home = None,
+) -> None:
+    """Serve the HTTP API (/v1), the console (/) and /metrics on this home's store.
+
+    Needs the serve extra (pip install 'awty[serve]') and a token (`awty token new`).
+
+    Examples:
+
+      awty token new billing --scope jobs:read,jobs:write
+
+      awty serve --port 8421
+
+      awty serve --host 0.0.0.0 --certfile cert.pem --keyfile key.pem --run-slots
+    """
+    from ..serve import require
+
+    require()
+    from ..serve.app import check_tokens
+    from ..serve.app import serve as run
+    from ..serve.options import ServeOptions
+
+    opts = ServeOptions(host=host, port=port, certfile=certfile, keyfile=keyfile,
+                        no_auth=no_auth, run_slots=run_slots)
+    a = open_awty(home)
+    check_tokens(a, opts)
+    r.err(f"awty serve: listening on http{'s' if certfile else ''}://"
+          f"{'[' + host + ']' if ':' in host else host}:{port} ({a.where})")
+    run(a, opts)
+
+
+@commands.command()
+@reports_errors
+def metrics(home: Home = None) -> None:
+    """Print the Prometheus metrics of this home's store (what GET /metrics shows), e.g. for
+    node_exporter's textfile collector.
+
+    Example:  awty metrics > /var/lib/node_exporter/awty.prom
+    """
+    from ..serve import require
+
+    require()
+    from ..serve.metrics import exposition
+
+    r.out(exposition(open_awty(home)).decode().rstrip("\n"))
+
+
+@token_app.command("new")
+@reports_errors
+def token_new(
+    name: Annotated[str, typer.Argument(help="What the token is for (e.g. billing).")],
+    scope: Annotated[str, typer.Option(help="Comma-separated: jobs:read, jobs:write, "
+                                       "jobs:exec (exec and python jobs; never implied), "
+                                       "admin.")],
+    allow_callbacks: Annotated[Optional[list[str]], typer.Option(
+        help="Only callbacks to URLs starting with this (repeatable).")] = None,
+    exec_dir: Annotated[Optional[str], typer.Option(
+        help="Where exec jobs added with this token run (default: the awty home).")] = None,
+    exec_env: Annotated[Optional[list[str]], typer.Option(
+        help="NAME=VALUE: the whole environment of those jobs (repeatable; default: "
+             "PATH, HOME and LANG only).")] = None,
+    as_json: Json = False,
+    home: Home = None,
+) -> None:
+    """Make a token for `awty serve` and print it once (only its SHA-256 is kept).
+
+    Examples:
+
+      awty token new billing --scope jobs:read,jobs:write --allow-callbacks https://billing.internal/
+
+      awty token new ops --scope jobs:read,jobs:write,jobs:exec --exec-dir /srv/jobs
+    """
+    token, secret = open_awty(home).new_token(
+        name, scope, allow_callbacks=allow_callbacks or (), exec_dir=exec_dir,
+        exec_env=exec_env or ())
+    if as_json:
+        r.emit_json({"name": token.name, "scopes": list(token.scopes), "token": secret})
+        return
+    r.out(secret)
+    r.err(f"awty: token {token.name!r} ({', '.join(token.scopes)}): shown once, keep it now")
+
+
+@token_app.command("list")
+@reports_errors
+def token_list(as_json: Json = False, home: Home = None) -> None:
+    """The tokens: name, scopes, created, last used (never the tokens themselves)."""
+    found = open_awty(home).tokens()
+    docs = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at.isoformat(),
+             "last_used_at": t.last_used_at.isoformat() if t.last_used_at else None,
+             **t.options()} for t in found]
+    if as_json:
+        r.emit_json(docs)
+        return
+    r.table(None, ["name", "scopes", "created", "last used", "callbacks"],
+            ([d["name"], ",".join(d["scopes"]), r.when(t.created_at, short=True),
+              r.when(t.last_used_at, short=True), " ".join(d["allow_callbacks"]) or "any"]
+             for d, t in zip(docs, found, strict=True)))
+
+
+@token_app.command("revoke")
+@reports_errors
+def token_revoke(name: Annotated[str, typer.Argument(help="The token's name.")],
+                 home: Home = None) -> None:
+    """Revoke a token: every serve process refuses it from its next request on."""
+    open_awty(home).revoke_token(name)
+    r.out(f"revoked {name}")

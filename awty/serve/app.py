@@ -1,0 +1,98 @@
+"""The Starlette app of ``awty serve`` and the process that runs it (uvicorn)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import AwtyError, Busy, InvalidInput, StoreError
+from . import health, jobs, reads
+from .backend import Backend
+from .metrics import ServeMetrics
+from .openapi import document
+from .options import ServeOptions
+from .problems import Problem, from_error
+
+if TYPE_CHECKING:
+    from ..api import Awty
+
+
+async def _problem(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Problem)
+    return exc.response()
+
+
+async def _awty_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AwtyError)
+    if isinstance(exc, (StoreError, Busy)):
+        request.app.state.metrics.store_error()
+    return from_error(exc, batch=request.url.path.endswith("/batch")).response()
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    detail = {404: f"no such endpoint: {request.url.path}",
+              405: f"{request.method} is not allowed on {request.url.path}"}.get(
+                  exc.status_code, str(exc.detail))
+    return Problem(exc.status_code, detail, headers=dict(exc.headers or {})).response()
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # never a traceback to the client: one line, and the log has the rest
+    request.app.state.backend.awty.logger().exception(f"serve: {request.method} "
+                                                      f"{request.url.path}")
+    return Problem(500, f"internal error ({type(exc).__name__}); see awty.log").response()
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(document())
+
+
+def build_app(awty: Awty, options: ServeOptions) -> Starlette:
+    backend = Backend(awty)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        backend.close()
+
+    from . import console
+
+    app = Starlette(
+        routes=[*jobs.ROUTES, *reads.ROUTES, *health.ROUTES,
+                Route("/v1/openapi.json", openapi, methods=["GET"]), *console.ROUTES],
+        exception_handlers={Problem: _problem, AwtyError: _awty_error,
+                            HTTPException: _http_error, Exception: _unexpected},
+        lifespan=lifespan)
+    app.state.backend = backend
+    app.state.options = options
+    app.state.metrics = ServeMetrics()
+    return app
+
+
+def check_tokens(awty: Awty, options: ServeOptions) -> None:
+    """Without any token, serve starts only with --no-auth on a loopback address."""
+    options.check()
+    if not options.no_auth and not awty.tokens():
+        raise InvalidInput("no token exists: create one (`awty token new NAME --scope "
+                           "jobs:read,jobs:write`), or give --no-auth to listen on a "
+                           "loopback address without tokens")
+
+
+def serve(awty: Awty, options: ServeOptions) -> None:
+    """Listen until SIGINT or SIGTERM (uvicorn finishes the requests under way); the caller
+    has run ``check_tokens``."""
+    import uvicorn
+
+    app = build_app(awty, options)
+    uvicorn.run(app, host=options.host, port=options.port, log_level="warning",
+                ssl_certfile=options.certfile, ssl_keyfile=options.keyfile,
+                server_header=False, proxy_headers=False, access_log=False,
+                timeout_keep_alive=5, timeout_graceful_shutdown=10)

@@ -1,0 +1,7 @@
+"""The web console at ``/`` (built in a later step)."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+ROUTES: list[BaseRoute] = []

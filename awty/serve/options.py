@@ -1,0 +1,45 @@
+"""What ``awty serve`` is started with."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from ..errors import InvalidInput
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8421
+MAX_BODY = 1024 * 1024  # serve_max_body: a request body past this is refused with 413
+MAX_BATCH = 10_000  # serve_max_batch: jobs in one POST /v1/jobs/batch
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    certfile: str | None = None
+    keyfile: str | None = None
+    no_auth: bool = False
+    run_slots: bool = False
+    max_body: int = MAX_BODY
+    max_batch: int = MAX_BATCH
+
+    def check(self) -> None:
+        """Refuse what cannot work, before anything listens (``InvalidInput``)."""
+        if not 0 < self.port < 65536:
+            raise InvalidInput(f"--port: {self.port} is not a TCP port (1-65535)")
+        if bool(self.certfile) != bool(self.keyfile):
+            raise InvalidInput("--certfile and --keyfile go together")
+        if self.no_auth and not is_loopback(self.host):
+            raise InvalidInput(f"--no-auth listens on loopback only (127.0.0.1, ::1, "
+                               f"localhost), not {self.host}: create a token with "
+                               "`awty token new NAME --scope jobs:read,jobs:write`")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,92 @@
+"""``awty serve``'s tokens: what a token is allowed (scopes, callback prefixes, where its exec
+jobs run), made and checked here, kept by the store as a SHA-256 only (``Store.token_for``).
+
+Over HTTP, exec and python jobs need ``jobs:exec``, which nothing implies (neither
+``jobs:write`` nor ``admin``): a write token must not be a remote shell. Such a job has no
+adding shell to take a directory and environment from: it runs in the token's ``exec_dir``
+(default: the awty home) with ``exec_env`` as its whole environment (default: a minimal
+PATH, HOME and LANG), never the serve process's own environment and its secrets."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Iterable
+from datetime import datetime
+
+from .errors import InvalidInput
+from .model import ApiToken
+
+SCOPES = ("jobs:read", "jobs:write", "jobs:exec", "admin")
+PREFIX = "awty_"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def new_secret() -> str:
+    """A fresh token: ``awty_`` and 256 random bits, URL-safe."""
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_of(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parse_scopes(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``jobs:write,jobs:read`` -> the scopes, in ``SCOPES`` order; ``InvalidInput`` for an
+    unknown one or none."""
+    given = [s.strip() for s in (text.split(",") if isinstance(text, str) else text)
+             if s.strip()]
+    unknown = [s for s in given if s not in SCOPES]
+    if unknown:
+        raise InvalidInput(f"--scope: {', '.join(unknown)} is not a scope (those are "
+                           f"{', '.join(SCOPES)})")
+    if not given:
+        raise InvalidInput(f"--scope: give at least one of {', '.join(SCOPES)}")
+    return tuple(s for s in SCOPES if s in given)
+
+
+def make(name: str, scopes: str | Iterable[str], now: datetime, *,
+         allow_callbacks: Iterable[str] = (), exec_dir: str | None = None,
+         exec_env: Iterable[str] = ()) -> ApiToken:
+    """A token's record from what ``awty token new`` was given (``InvalidInput`` for a bad
+    name, scope, prefix or NAME=VALUE)."""
+    if not NAME.fullmatch(name):
+        raise InvalidInput(f"token name {name!r}: letters, digits, '.', '_' or '-' (at most "
+                           "64, starting with a letter or digit)")
+    prefixes = tuple(allow_callbacks)
+    for p in prefixes:
+        if not p.startswith(("http://", "https://")):
+            raise InvalidInput(f"--allow-callbacks: {p!r} is not an http(s) URL prefix")
+    env: dict[str, str] = {}
+    for item in exec_env:
+        k, sep, v = item.partition("=")
+        if not sep or not k or "\0" in item:
+            raise InvalidInput(f"--exec-env: {item!r} is not NAME=VALUE")
+        env[k] = v
+    if exec_dir is not None and not exec_dir.startswith("/"):
+        raise InvalidInput(f"--exec-dir: {exec_dir!r} must be an absolute path")
+    return ApiToken(name, parse_scopes(scopes), now, None, prefixes, exec_dir, env)
+
+
+def exec_environment(token: ApiToken, home: str) -> tuple[str, dict[str, str]]:
+    """Where an exec or python job added with ``token`` runs, and its whole environment."""
+    where = token.exec_dir or home
+    env = token.exec_env or {"PATH": MINIMAL_PATH, "HOME": where, "LANG": "C.UTF-8"}
+    return where, env
+
+
+def check_spec(token: ApiToken, spec: dict[str, object]) -> None:
+    """What ``token`` may schedule (before the add's own checks, which the spec then gets as
+    at ``awty add``): exec and python jobs only with ``jobs:exec``; http callbacks only under
+    the token's ``allow_callbacks`` prefixes, when it has some. ``PermissionError`` says why."""
+    kind = spec.get("kind", "http")
+    if kind in ("exec", "python") and "jobs:exec" not in token.scopes:
+        raise PermissionError(f"kind: {kind} jobs need a token with the jobs:exec scope "
+                              f"(token {token.name!r} has {', '.join(token.scopes)})")
+    target = spec.get("target")
+    if kind == "http" and token.allow_callbacks and isinstance(target, str) and not any(
+            target.startswith(p) for p in token.allow_callbacks):
+        raise PermissionError(f"target: token {token.name!r} may schedule callbacks only to "
+                              f"{', '.join(token.allow_callbacks)}")
