@@ -822,8 +822,18 @@ def open_store(a: Awty, *, mode: str = "use") -> Store:
 
     spec = store_mod.StoreSpec.of(a.settings, a.home)
     if spec.kind == "postgres":
+        _own_schema(a)
         _one_store(a)
     return store_mod.open(spec, mode=mode)
+
+
+def _own_schema(a: Awty) -> None:
+    """``public`` is where an application's own tables usually are: awty's beside them only
+    when ``database_public_schema`` says so (a guess of the schema's name is refused)."""
+    if a.settings.database_schema.lower() == "public" and not a.settings.database_public_schema:
+        raise InvalidInput(f"{a.sources.get('database_schema')}: database_schema \"public\" "
+                           "would put awty's tables beside the application's: name a schema of "
+                           "awty's own (default awty), or set database_public_schema = true")
 
 
 def _one_store(a: Awty) -> None:

@@ -70,6 +70,8 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("database_url", None, "several hosts: the PostgreSQL store instead of SQLite",
      '"postgresql://awty@db.example.com/awty"'),
     ("database_schema", "awty", "the PostgreSQL schema holding awty's tables", None),
+    ("database_public_schema", False, "true lets database_schema be \"public\", beside the "
+     "application's tables", None),
     ("database_pool_size", 4, "PostgreSQL connections a process keeps open at most", None),
     ("database_connect_timeout", 5.0, "how long a PostgreSQL connection may take to open",
      None),
@@ -122,6 +124,7 @@ class Settings(Record):
     exec_env_allow: tuple[str, ...]
     database_url: str | None
     database_schema: str
+    database_public_schema: bool
     database_pool_size: int
     database_connect_timeout: float
     store_process: str
@@ -152,6 +155,14 @@ _TEXT_KEYS = {"signing_secret_file": "a file path", "ca_file": "a file path",
               "notify_command": "a shell command (a string)"}
 ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*\*?"  # a variable name, or a prefix ending in *
 SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # a PostgreSQL name, never quoted wrong
+SYSTEM_SCHEMA = "a PostgreSQL system schema: name one of awty's own, e.g. awty"
+
+
+def system_schema(name: str) -> bool:
+    """A schema PostgreSQL keeps for itself (its catalogs, TOAST, the SQL standard's views):
+    awty's tables there would be the server's business, or refused half-way through init."""
+    lower = name.lower()
+    return lower == "information_schema" or lower.startswith("pg_")
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
@@ -202,7 +213,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 if not re.fullmatch(ENV_NAME, name):
                     raise ValueError(f"{name!r} is not a variable name (or a prefix ending in *)")
             return allow
-        if key in ("deny_private_networks", "exec_env"):
+        if key in ("deny_private_networks", "exec_env", "database_public_schema"):
             if isinstance(value, bool):
                 return value
             s = str(value).strip().lower()
@@ -242,6 +253,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         if key == "database_schema":
             if not isinstance(value, str) or not SCHEMA_NAME.fullmatch(value):
                 raise ValueError("must be a plain SQL name (letters, digits, _)")
+            if system_schema(value):
+                raise ValueError(SYSTEM_SCHEMA)
             return value
     except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(inf)
         detail = f" ({e})" if str(e) else ""

@@ -9,8 +9,9 @@ Two checks, stdlib only:
 
 Always refused: link-local addresses (169.254.0.0/16 and fe80::/10, where most clouds put their
 metadata service), the cloud metadata and platform addresses that live elsewhere (``METADATA``)
-and the metadata services' well-known names (``ALWAYS_REFUSED_NAMES``); also in their IPv4-mapped,
-NAT64 and IPv4-compatible IPv6 spellings. With ``deny_private_networks`` loopback, private,
+and the metadata services' well-known names (``ALWAYS_REFUSED_NAMES``); also in every IPv6
+spelling that carries an IPv4 address (``_carried``: mapped, translated, compatible, NAT64, 6to4,
+Teredo). With ``deny_private_networks`` loopback, private,
 unspecified, reserved and other non-global addresses (and the names ``localhost`` and
 Kubernetes' ``kubernetes.default…``) are refused too.
 
@@ -63,6 +64,8 @@ MAX_NAME = 253
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
 _V4_COMPAT = ipaddress.IPv6Network("::/96")
 _CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
 # inet_aton() forms a resolver would read as an IPv4 address: 2852039166, 0xa9.0xfe.0xa9.0xfe,
@@ -74,19 +77,42 @@ def _short(url: str) -> str:
     return url if len(url) <= 200 else url[:200] + "…"
 
 
-def _unwrap(ip: IPAddress) -> IPAddress:
-    """The IPv4 address an IPv6 address carries (mapped, NAT64, IPv4-compatible), else itself."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return ip.ipv4_mapped
-        if ip in _NAT64 or (ip in _V4_COMPAT and int(ip) > 1):
-            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip
+def _carried(ip: IPAddress) -> tuple[IPAddress, ...]:
+    """The IPv4 addresses an IPv6 address carries, each a way to reach that IPv4 host:
+    IPv4-mapped ``::ffff:a.b.c.d``, IPv4-translated ``::ffff:0:a.b.c.d``, IPv4-compatible
+    ``::a.b.c.d``, NAT64 ``64:ff9b::a.b.c.d`` (and the local-use ``64:ff9b:1::/48`` in each
+    of RFC 6052's layouts), 6to4 ``2002:AABB:CCDD::``, Teredo ``2001:0:SERVER::~CLIENT``
+    (both). Empty for an IPv4 address and an IPv6 one carrying none."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return ()
+    n = int(ip)
+    if ip.ipv4_mapped is not None:
+        return (ip.ipv4_mapped,)
+    if ip in _TRANSLATED or ip in _NAT64 or (ip in _V4_COMPAT and n > 1):
+        return (ipaddress.IPv4Address(n & 0xFFFFFFFF),)
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo
+    if ip in _NAT64_LOCAL:
+        # RFC 6052: the IPv4 address follows a /48, /56 or /64 prefix (skipping bits 64-71),
+        # or fills the last 32 bits of a /96
+        b = ip.packed
+        return tuple(ipaddress.IPv4Address(bytes(x)) for x in (
+            b[6:8] + b[9:11], b[7:8] + b[9:12], b[9:13], b[12:16]))
+    return ()
 
 
 def _refusal(ip: IPAddress, deny_private: bool) -> str | None:
-    a = _unwrap(ip)
-    shown = str(ip) if a is ip else f"{ip} (= {a})"
+    for a in _carried(ip) or (ip,):
+        shown = str(ip) if a is ip else f"{ip} (= {a})"
+        reason = _refusal_of(a, shown, deny_private)
+        if reason:
+            return reason
+    return None
+
+
+def _refusal_of(a: IPAddress, shown: str, deny_private: bool) -> str | None:
     if a.is_link_local:
         return f"{shown} is a link-local address (cloud metadata lives there): always refused"
     for net, who in METADATA:

@@ -27,7 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from ..config import SCHEMA_NAME, url_passwords
+from ..config import SCHEMA_NAME, SYSTEM_SCHEMA, system_schema, url_passwords
 from ..slots import iso, parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError, Unstorable
 from ..model import (
@@ -71,6 +71,8 @@ class PostgresStore:
         if not SCHEMA_NAME.fullmatch(schema):
             raise InvalidInput(f"database_schema {schema!r} is not a plain SQL name "
                                "(letters, digits, _)")
+        if system_schema(schema):
+            raise InvalidInput(f"database_schema {schema!r} is {SYSTEM_SCHEMA}")
         self.url, self.schema = url, schema
         if lease_clock not in ("server", "caller"):
             raise InvalidInput(f"lease_clock {lease_clock!r}: server or caller")

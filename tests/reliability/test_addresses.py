@@ -63,6 +63,34 @@ def test_refused_at_add_nothing_stored(home, target, says):
     assert db_rows(home, "future_job") == [] and tree_files(home) == []
 
 
+# IPv6 spellings that carry a metadata IPv4 address (issue 28, item 9): each reaches it through
+# a 6to4 relay, a NAT64 gateway, SIIT or Teredo; all were accepted at add.
+CARRIED = {
+    "2002:a9fe:a9fe::": "169.254.169.254",  # 6to4
+    "2002:6464:64c8::1": "100.100.100.200",
+    "2002:c000:c0::": "192.0.0.192",
+    "2002:a83f:8110::": "168.63.129.16",
+    "::ffff:0:a9fe:a9fe": "169.254.169.254",  # IPv4-translated (SIIT)
+    "::ffff:0:100.100.100.200": "100.100.100.200",
+    "64:ff9b:1::a9fe:a9fe": "169.254.169.254",  # NAT64 local-use prefix, /96 layout
+    "64:ff9b:1:a9fe:a9:fe00::": "169.254.169.254",  # ... /48 layout
+    "2001:0:4136:e378:8000:63bf:5601:5601": "169.254.169.254",  # Teredo client (inverted)
+    "2001:0:a9fe:a9fe::1": "169.254.169.254",  # Teredo server
+}
+
+
+@pytest.mark.parametrize("ip, carried", CARRIED.items())
+def test_ipv6_spellings_of_a_metadata_address_are_refused_at_add(home, ip, carried):
+    from relkit import cli_env, run_cli
+
+    res = run_cli(["add", url(ip), "--in", "1m"], cli_env(home, T0))
+    assert res.returncode == 2, res.stdout
+    line = res.stderr.strip()
+    assert len(line.splitlines()) == 1 and f"(= {carried})" in line, line
+    assert ("cloud metadata" in line or "link-local" in line) and "Traceback" not in line
+    assert db_rows(home, "future_job") == [] and tree_files(home) == []
+
+
 def test_batch_with_one_metadata_target_adds_nothing(home, tmp_path):
     lines = tmp_path / "jobs.jsonl"
     lines.write_text('{"target": "https://example.com/a", "in": "1h"}\n'
