@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -60,7 +61,15 @@ def build_app(awty: Awty, options: ServeOptions) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop, firing = asyncio.Event(), None
+        if options.run_slots:
+            from .firing import fire_slots
+
+            firing = asyncio.create_task(fire_slots(awty, stop))
         yield
+        stop.set()
+        if firing is not None:
+            await firing  # a run under way finishes what it sent (its leases, its history)
         backend.close()
 
     from . import console
