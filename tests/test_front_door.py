@@ -209,7 +209,7 @@ def test_show_prints_the_last_output_and_the_payload(filled):
     assert p.returncode == 0, p.stderr
     assert p.stdout.endswith("output of the last execution:\nhello from the job\n"
                              "second line\n")
-    assert 'payload     {"order": 7}' in p.stdout
+    assert 'payload   {"order": 7}' in p.stdout
     doc = json.loads(awty("show", filled["ok"], "--json", "--home", str(filled["home"])).stdout)
     assert doc["payload"] == {"order": 7} and doc["state"] == "ended"
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -194,29 +193,15 @@ def show(
     utc: Utc = False,
     home: Home = None,
 ) -> None:
-    """Show one job: pending, or how it ended, with each execution."""
+    """Show one job: pending, or how it ended, with each execution (local time unless
+    --utc).  Example: awty show 01JD3…"""
     a = open_awty(home)
     found = a.get(job_id)
-    doc = r.show_document(found, a.executions(job_id))
-    events = doc["executions"]
+    events = a.executions(job_id)
     if as_json:
-        r.emit_json(doc)
+        r.emit_json(r.show_document(found, events))
         return
-    skip = {"executions", "ended_runs", "payload", "headers", "output"}
-    r.kv([(k, v) for k, v in doc.items() if k not in skip and v is not None])
-    r.out(f"payload     {json.dumps(doc.get('payload'))}")
-    if doc.get("headers"):
-        r.out(f"headers     {json.dumps(doc['headers'])}")
-    if events:
-        r.table("executions", ["at", "slot", "check", "attempt", "answer", "status", "ms",
-                               "runner", "error"],
-                ([e["at"], e["slot"], e["check_no"], e["attempt"], e["answer"], e["status"],
-                  e["duration_ms"], f"{e['host']} pid {e['pid']}" if e["host"] else "-",
-                  e["error"]] for e in events))
-    if doc.get("output"):
-        # what the job printed (exec) or answered (http), as `at` mails it: verbatim
-        r.out("output of the last execution:")
-        r.out(doc["output"].rstrip("\n"))
+    r.show_job(found, events, utc)
 
 
 @commands.command()

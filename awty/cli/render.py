@@ -13,7 +13,7 @@ from ..documents import history_dict as history_dict
 from ..documents import job_dict as job_dict
 from ..documents import redact_headers as redact_headers
 from ..documents import show_document as show_document
-from ..model import HistoryRow, Job
+from ..model import Execution, HistoryRow, Job
 from ..slots import iso, slot_id
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -109,6 +109,84 @@ def history_table(rows: Iterable[HistoryRow], utc: bool, failed: bool = False) -
                  Col("error", drop=5 if failed else 0, cut=20)],
           ([when(h.ended_at, utc, True), h.id, h.outcome.value, h.reason, h.checks, h.attempts,
             h.target, first_line(h.error)] for h in rows))
+
+
+def show_job(found: Job | list[HistoryRow], events: list[Execution], utc: bool) -> None:
+    """``show``'s text: ``add``'s and ``list``'s words and times, one status line, the values
+    in one column, then the executions and what the last one printed."""
+    if isinstance(found, list):
+        h = found[-1]
+        status = h.outcome.value + (f": {first_line(h.reason)}" if h.reason else "")
+        rows: list[tuple[str, Any]] = [
+            ("id", h.id), ("status", status), ("kind", h.kind.value), ("target", h.target),
+            ("entity", _entity(h.entity_name, h.entity_key)),
+            ("schedule", h.schedule), ("due", when(h.first_check_at, utc)),
+            ("ended", when(h.ended_at, utc) + (f"  by {h.host} pid {h.pid}" if h.host else "")),
+            ("checks", h.checks), ("attempts", h.attempts),
+            ("error", first_line(h.error) if h.error and h.error != h.reason else None),
+            ("payload", _payload(h.payload_json)),
+            ("added", when(h.created_at, utc) if h.created_at else None),
+            ("earlier", f"ended {len(found) - 1} time(s) before, re-armed by retry"
+             if len(found) > 1 else None)]
+        output = h.output
+    else:
+        j = found
+        rows = [
+            ("id", j.id), ("status", _pending_status(j, utc)), ("kind", j.kind.value),
+            ("target", j.target), ("entity", _entity(j.entity_name, j.entity_key)),
+            ("schedule", j.schedule and f"{j.schedule}, occurrence {when(j.occurrence, utc)}"),
+            ("due", when(j.first_check_at, utc)),
+            ("slot", f"{slot_id(j.next_check_at)}  fires {when(j.next_check_at, utc)}"),
+            ("checks", j.check_count), ("attempts", j.attempt),
+            ("payload", _payload(j.payload_json)),
+            ("headers", json.dumps(redact_headers(j.headers)) if j.headers else None),
+            ("added", when(j.created_at, utc) if j.created_at else None)]
+        output = None
+    kv([(k, v) for k, v in rows if v is not None])
+    if events:
+        table(None, ["at", "slot", "check", "attempt", "answer", "status", "ms", "runner",
+                     "error"],
+              ([when(e.at, utc), e.slot, e.check, e.attempt, e.answer.value, e.status,
+                e.duration_ms, f"{e.host} pid {e.pid}" if e.host else "-", e.error]
+               for e in events))
+    if output:
+        # what the job printed (exec) or answered (http), as `at` mails it: verbatim
+        out("output of the last execution:")
+        out(output.rstrip("\n"))
+
+
+def _pending_status(j: Job, utc: bool) -> str:
+    from ..ids import runner_label
+
+    if j.status.value == "in_flight":
+        lease = f", lease until {when(j.lease_until, utc)}" if j.lease_until else ""
+        return f"being delivered now ({runner_label(j.lease_owner)}{lease})"
+    return "pending" + (f"; the last attempt failed: {first_line(j.last_error)}"
+                        if j.last_error else "")
+
+
+def _entity(name: str | None, key: str | None) -> str | None:
+    return None if name is None else name + (f"/{key}" if key is not None else "")
+
+
+def _payload(payload_json: str | None) -> str:
+    return json.dumps(json.loads(payload_json)) if payload_json is not None else "null"
+
+
+_DRY_RUN = {"would_fire": "would fire", "misfired": "would end expired (misfired)"}
+
+
+def dry_run_outcomes(outcomes: dict[str, int]) -> str:
+    """A dry run's counts in words: ``2 would fire, 1 would end expired (misfired)``."""
+    return ", ".join(f"{n} {_DRY_RUN.get(k, k)}" for k, n in sorted(
+        outcomes.items(), key=lambda kv: list(_DRY_RUN).index(kv[0]) if kv[0] in _DRY_RUN
+        else len(_DRY_RUN))) or "nothing to fire"
+
+
+def dry_run_line(d: dict[str, Any]) -> str:
+    """One slot of a dry run (``run-slot --dry-run``, each slot of ``catchup --dry-run``)."""
+    return (f"slot {d['slot']}: {dry_run_outcomes(d['outcomes'])}"
+            + (f", {d['imported']} file(s) to import" if d.get("imported") else ""))
 
 
 def first_line(text: str | None) -> str | None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import nullcontext
 from typing import Annotated, Optional
@@ -127,8 +126,9 @@ def catchup(
         return
     if dry_run:
         for s in d["slots"]:
-            r.out(f"slot {s['slot']}: {s['ran']} job(s) would run {json.dumps(s['outcomes'])}")
-        r.out(f"{len(d['slots'])} slot(s), {d['ran']} job(s)")
+            r.out(r.dry_run_line(s))
+        r.out(f"{len(d['slots'])} slot(s), {d['ran']} job(s): "
+              + r.dry_run_outcomes(d["outcomes"]))
         return
     failed = d["outcomes"].get("failed", 0)
     if sys.stdout.isatty() or failed:

@@ -5,7 +5,6 @@ need. ``catchup`` shares the reporting helpers."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -57,9 +56,7 @@ def report_slot(d: dict, as_json: bool) -> None:
     elif d.get("busy"):
         r.err(f"awty: slot {d['slot']} is already being run ({d['busy']}); nothing to do")
     elif d.get("dry_run"):
-        r.out(f"slot {d['slot']}: {d['ran']} job(s) would run "
-              + json.dumps(d["outcomes"]) + (f", {d['imported']} file(s) to import"
-                                             if d["imported"] else ""))
+        r.out(r.dry_run_line(d))
     elif sys.stdout.isatty():
         r.out(r.summary_line(d))
     elif d["outcomes"].get("failed") or d.get("rejected"):
