@@ -111,6 +111,35 @@ def test_clean_home_every_check_ok(a):
     assert report.to_dict()["ok"] is True
 
 
+# --- schedules ------------------------------------------------------------------------------
+def check_a_schedule_that_lost_its_occurrence(a: Awty) -> None:
+    """A schedule's occurrences have no envelope by design (made inside a claim): doctor is
+    clean; its pending occurrence cancelled by id is a problem --repair mends, once."""
+    a.schedule("hourly", URL, cron="0 * * * *", tz="UTC")
+    a.schedule("paused", URL, cron="30 * * * *", tz="UTC")
+    a.pause("paused")
+    assert_clean(doctor(a))
+    (job,) = a.store.schedule_jobs("hourly")
+    a.cancel(job.id)
+    found = doctor(a).get("schedules")
+    assert not found.ok and found.repaired is None, found
+    assert found.detail.startswith("1 live schedule(s) without a pending occurrence")
+    assert "hourly" in found.detail and "paused" not in found.detail
+    assert a.store.schedule_jobs("hourly") == []  # without --repair nothing changes
+    mended = doctor(a, repair=True).get("schedules")
+    assert mended.repaired is True, mended
+    (again,) = a.store.schedule_jobs("hourly")
+    assert again.occurrence == job.occurrence and again.id != job.id
+    assert a.store.schedule_jobs("paused") == []
+    assert doctor(a, repair=True).get("schedules").repaired is None  # nothing left to make
+    assert len(a.store.schedule_jobs("hourly")) == 1
+    assert_clean(doctor(a))
+
+
+def test_a_schedule_is_clean_and_its_lost_occurrence_is_repaired(a):
+    check_a_schedule_that_lost_its_occurrence(a)
+
+
 # --- each inconsistency: found, untouched, repaired, clean ---------------------------------
 def _delete_envelope(a):
     job = next(a.list())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from test_doctor import doctor
+from test_doctor import check_a_schedule_that_lost_its_occurrence, doctor
 
 from awty.api import Awty
 from awty.clock import FixedClock
@@ -33,6 +33,10 @@ def test_a_sound_home_names_the_server_schema_and_drop_ins(pga):
     assert "skipped" in report.get("files").detail
     names = [f.check for f in report.findings]
     assert "database" not in names and "slot tree" not in names
+
+
+def test_a_schedule_that_lost_its_occurrence_is_repaired(pga):
+    check_a_schedule_that_lost_its_occurrence(pga)
 
 
 def test_stale_leases_found_then_released(pga):

@@ -3,9 +3,9 @@
 Checks, in order: home (exists, 0700), database file (0600), configuration, signing secret,
 schema version, ``PRAGMA integrity_check``, stale leases, rows off the current resolution's
 boundaries, slot tree <-> ``future_job`` agreement (missing envelopes, orphans, envelopes in the
-wrong slot, leftover temp files, drop-ins awaiting import), work left in past slots,
-planted lock files, and whether cron (or a systemd user timer) runs ``awty run-slot``
-for this home.
+wrong slot, leftover temp files, drop-ins awaiting import), work left in past slots, live
+schedules without their pending occurrence, planted lock files, and whether cron (or a
+systemd user timer) runs ``awty run-slot`` for this home.
 
 Without ``repair`` nothing is written: the store is opened read-only (``Awty.read_only``),
 without the chmod and migration that every other command does on first use. Memory stays
@@ -39,6 +39,7 @@ from .store import (
     check_leases,
     check_past_slots,
     check_resolution,
+    check_schedules,
     check_schema_and_integrity,
 )
 from .tree import check_incoming, check_rejected, check_retired, check_tree
@@ -52,7 +53,8 @@ Check = Callable[[Ctx], Finding | Iterable[Finding]]
 
 # Checks that read the store, in order, once its schema and integrity are sound.
 STORE_CHECKS: list[Check] = [check_leases, check_resolution, check_tree, check_retired,
-                             check_incoming, check_past_slots, check_last_slot]
+                             check_incoming, check_past_slots, check_last_slot,
+                             check_schedules]
 # Checks of files awty keeps beside the store.
 FILE_CHECKS: list[Check] = [check_locks, check_rejected]
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from ..errors import AwtyError
 from .base import Ctx, Finding
 from .cron import check_last_slot
-from .store import check_leases, check_past_slots, check_resolution
+from .store import check_leases, check_past_slots, check_resolution, check_schedules
 
 Check = Callable[[Ctx], Finding | Iterable[Finding]]
 
@@ -131,4 +131,5 @@ def _where(ctx: Ctx) -> str:
 
 # The store checks on PostgreSQL, in order, once the server and schema are sound.
 PG_STORE_CHECKS: list[Check] = [check_leases, check_resolution, check_past_slots,
-                                check_last_slot, check_runner_kinds, check_dropins_off]
+                                check_last_slot, check_runner_kinds, check_schedules,
+                                check_dropins_off]

@@ -1,6 +1,6 @@
 """Checks of the store through its contract (``Store.check``, ``leases``, ``release_stale``,
-``slots_with_work``): schema and integrity, stale leases, jobs off the resolution's
-boundaries, work left in past slots."""
+``slots_with_work``, ``unarmed_schedules``): schema and integrity, stale leases, jobs off the
+resolution's boundaries, work left in past slots, schedules without their pending occurrence."""
 
 from __future__ import annotations
 
@@ -148,3 +148,17 @@ def check_past_slots(ctx: Ctx) -> Finding:
     span = slot_id(past[0][0]) + (f" … {slot_id(past[-1][0])}" if len(past) > 1 else "")
     return Finding("catch-up", False, f"{jobs} job(s) in {len(past)} past slot(s) ({span}): "
                    "catch-up needed: run `awty catchup` (doctor does not fire jobs)")
+
+
+# --- schedules -----------------------------------------------------------------------------
+def check_schedules(ctx: Ctx) -> Finding:
+    """A live schedule moves on only when its pending occurrence is claimed: one whose job is
+    gone (cancelled by id) would never fire again. The repair makes that job (the missed
+    policy applies at its claim, as after a resume)."""
+    t = Tally()
+    for name in ctx.store.unarmed_schedules():
+        t.note(name)
+        t.attempt(partial(ctx.store.resume_schedule, name, ctx.now), ctx.repair)
+    return t.finding("schedules", "every live schedule has its pending occurrence",
+                     "live schedule(s) without a pending occurrence (they would never fire "
+                     "again)", ("makes it", "made"), ctx.repair)

@@ -268,6 +268,11 @@ class Store(Protocol):
     def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
         """Each schedule's last history row: name -> (outcome, ended_at)."""
 
+    def unarmed_schedules(self) -> builtins.list[str]:
+        """The live (not paused) schedules with no job of their ``next_at`` (its job was
+        cancelled by id, or lost on the way in), by name: ``doctor`` reports them and
+        ``--repair`` arms each with ``resume_schedule``."""
+
     def pause_schedule(self, name: str, now: datetime) -> Schedule:
         """Stop ``name``: its pending jobs end as cancelled (running ones finish), and no claim
         moves it on. ``ScheduleNotFound`` when unknown."""

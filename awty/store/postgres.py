@@ -693,6 +693,10 @@ class PostgresStore:
         with self._tx("cannot read schedules") as cur:
             return {n: (o, at) for n, o, at in cur.execute(self.sql.schedule_outcomes)}
 
+    def unarmed_schedules(self) -> list[str]:
+        with self._tx("cannot read schedules") as cur:
+            return [name for name, in cur.execute(self.sql.schedules_unarmed)]
+
     def pause_schedule(self, name: str, now: datetime) -> Schedule:
         now = sec(now)
         with self._tx("cannot pause the schedule") as cur:

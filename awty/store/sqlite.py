@@ -524,6 +524,9 @@ class SQLiteStore:
     def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
         return sqlite_schedules.outcomes(self.conn)
 
+    def unarmed_schedules(self) -> list[str]:
+        return sqlite_schedules.unarmed(self.conn)
+
     def pause_schedule(self, name: str, now: datetime) -> Schedule:
         with self._write() as c:
             s = sqlite_schedules.set_paused(c, name, now)

@@ -76,6 +76,13 @@ def outcomes(c: sqlite3.Connection) -> dict[str, tuple[str, datetime]]:
         "(SELECT max(seq) FROM job_history WHERE schedule = s.name)")}
 
 
+def unarmed(c: sqlite3.Connection) -> list[str]:
+    # One seek of the (schedule, occurrence) key per live schedule.
+    return [name for name, in c.execute(
+        "SELECT name FROM schedule s WHERE paused_at IS NULL AND NOT EXISTS (SELECT 1 FROM "
+        "future_job f WHERE f.schedule = s.name AND f.occurrence = s.next_at) ORDER BY name")]
+
+
 def set_paused(c: sqlite3.Connection, name: str, paused_at: datetime | None) -> Schedule:
     _must(c, name)
     c.execute("UPDATE schedule SET paused_at = ? WHERE name = ?", (opt_iso(paused_at), name))

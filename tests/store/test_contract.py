@@ -986,6 +986,18 @@ def test_runners_stopped_3h_missed_all(store):
     assert {j.next_check_at for j in made[1:]} == {late + MIN}
 
 
+def test_unarmed_schedules_are_the_live_ones_without_their_occurrence(store):
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    store.add_schedule(mk_schedule("off"), S1 - MIN)
+    store.pause_schedule("off", S1 - MIN)
+    assert store.unarmed_schedules() == []
+    store.cancel([first.id], S1 - MIN)
+    assert store.unarmed_schedules() == ["tick"]
+    store.resume_schedule("tick", S1 - MIN)
+    assert store.unarmed_schedules() == []
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1]
+
+
 def test_pause_resume_remove_schedule(store):
     from awty.errors import ScheduleNotFound
 
