@@ -643,12 +643,17 @@ class Awty:
             raise InvalidInput("--move: say where the home goes (a database URL or a path)")
         self.store.mark_moved(to, now=self.clock.now())
 
-    def import_export(self, lines: Iterable[str]) -> Moved:
+    def import_export(self, lines: Iterable[str], *, allow_exec: bool = False) -> Moved:
         """Load what ``export`` wrote (from either store) into this home's empty store;
-        returns the counts, checked against the export's own."""
-        from .transfer import load
+        returns the counts, checked against the export's own. Every job is checked as ``add``
+        checks it (this home's settings: payload size, callback rules), exec and python jobs
+        refused unless ``allow_exec``; a refused record raises ``InvalidInput`` naming its line
+        and field, and nothing is stored. Jobs and history go in together or not at all."""
+        from .transfer import Trust, load
 
-        return load(self.store, self.tree, self.where, lines)
+        self.load_cluster()  # the guards' defaults, the resolution: the cluster's
+        trust = Trust(self.clock.now(), self.settings, allow_exec)
+        return load(self.store, self.tree, self.where, lines, trust)
 
     # -- running --------------------------------------------------------------------------
     def runner(self) -> Runner:

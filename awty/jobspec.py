@@ -27,6 +27,7 @@ SPEC_KEYS = frozenset({
     "misfire_grace", "id", "cwd",
 })
 _MAX_TEXT = 1024
+DROPIN_REFUSAL = "{kind} jobs may not be dropped in (dropin_kinds allows {allowed})"
 # json.dumps with non-default options builds a new encoder per call: build it once.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
@@ -45,25 +46,23 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
           local: tzinfo | None = None, cwd: str | None = None,
           due: datetime | None = None, kinds: Collection[str] | None = None,
           environ: Mapping[str, str] | None = None,
-          memo: dict[Any, Any] | None = None) -> tuple[Job, str | None]:
+          memo: dict[Any, Any] | None = None,
+          kind_refusal: str = DROPIN_REFUSAL) -> tuple[Job, str | None]:
     """Validate one job spec; raises ``InvalidInput`` naming the offending field.
     ``due`` (used for dropped-in envelopes) replaces at/in, and then the job's kind must be one
-    of ``kinds`` (default: the ``dropin_kinds`` setting). An exec job added (not dropped in)
-    records ``environ`` (default: this process's) when ``exec_env`` is on, or when given. ``memo``: a dict
-    shared by the builds of one batch (same ``now``, ``settings`` and ``local``), which then
-    checks each distinct URL and time once."""
+    of ``kinds`` (default: the ``dropin_kinds`` setting; ``kind_refusal`` says why another is
+    refused, with ``{kind}`` and ``{allowed}``). An exec job added (not dropped in)
+    records ``environ`` (default: this process's) when ``exec_env`` is on, or when given.
+    ``memo``: a dict shared by the builds of one batch (same ``now``, ``settings`` and
+    ``local``), which then checks each distinct URL and time once."""
     if not SPEC_KEYS.issuperset(spec):
         unknown = set(spec) - SPEC_KEYS
         raise InvalidInput(f"unknown field(s): {', '.join(map(repr, sorted(unknown)))}")
-    kind = _kind(spec.get("kind", "http"))
     if kinds is None and due is not None:
         kinds = settings.dropin_kinds
-    if kinds is not None and kind.value not in kinds:
-        allowed = ", ".join(kinds) or "none"
-        raise InvalidInput(f"kind: {kind.value} jobs may not be dropped in "
-                           f"(dropin_kinds allows {allowed})")
+    kind = checked_kind(spec.get("kind", "http"), kinds, kind_refusal)
     target = _target(kind, spec.get("target"), settings, memo)
-    payload_json = _payload(spec, settings)
+    payload_json = payload_text(spec, settings)
     headers = _headers(spec.get("headers"))
     if headers and kind is not Kind.HTTP:
         raise InvalidInput("headers: only http jobs send headers")
@@ -82,10 +81,8 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         raise InvalidInput("key: given without entity (a key names one entity's instance: "
                            "--entity order --key 42)")
     job_id = spec.get("id")
-    if job_id is not None and (not isinstance(job_id, str) or not is_id(job_id)):
-        raise InvalidInput(f"id: {job_id!r} is not an awty id (26 Crockford base32 characters)")
     job = Job(
-        id=job_id or new_id(first), kind=kind, target=target, payload_json=payload_json,
+        id=new_id(first) if job_id is None else checked_id(job_id), kind=kind, target=target, payload_json=payload_json,
         headers=headers, entity_name=entity, entity_key=key,
         first_check_at=first, next_check_at=slot,
         status=Status.PENDING,
@@ -100,6 +97,63 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
     )
     # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
     return job, fingerprint(job) if job.idempotency_key else None
+
+
+def rebuild(job: Job, *, now: datetime, settings: Settings, kinds: Collection[str],
+            kind_refusal: str) -> tuple[Job, str | None]:
+    """A whole job given from outside (``awty import``: an export's pending job, or the job a
+    history row keeps) through the checks of ``add`` (``build``: id, kind, target and the
+    network rules, payload size, headers, texts, guards), due at its ``first_check_at``,
+    only of ``kinds``; what it carries beyond a spec (its slot, counts, times, environment)
+    checked and kept, as pending. Returns it with its fingerprint, as ``build``; raises
+    ``InvalidInput`` naming the field. ``job`` may hold anything: it was read, not built."""
+    spec = {"id": job.id, "kind": getattr(job.kind, "value", job.kind), "target": job.target,
+            "payload_json": job.payload_json, "headers": job.headers or None,
+            "entity": job.entity_name, "key": job.entity_key,
+            "idempotency_key": job.idempotency_key, "max_checks": job.max_checks,
+            "horizon": job.horizon, "timeout": job.timeout, "max_attempts": job.max_attempts,
+            "misfire_grace": job.misfire_grace, "cwd": job.cwd}
+    first = _time(job.first_check_at, "first_check_at")
+    built, fp = build({k: v for k, v in spec.items() if v is not None}, now=now,
+                      settings=settings, due=first, kinds=kinds, kind_refusal=kind_refusal)
+    env = job.env
+    if built.kind is not Kind.EXEC or env is None:
+        env = None
+    elif not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in env.items()):
+        raise InvalidInput("env: must be an object of NAME: value text")
+    else:
+        env = _env(env, settings)  # what add would keep of it: no credential, no NUL
+    last_error = job.last_error
+    if last_error is not None:
+        if not isinstance(last_error, str):
+            raise InvalidInput("last_error: must be text")
+        from .store.rules import kept
+
+        last_error = kept(last_error)  # a run wrote it: escaped as runs' texts are
+    return built.replace(
+        next_check_at=slot_for(_time(job.next_check_at, "next_check_at"), settings.resolution),
+        check_count=_count(job.check_count, "check_count"),
+        attempt=_count(job.attempt, "attempt"),
+        created_at=_time(job.created_at, "created_at", optional=True),
+        updated_at=_time(job.updated_at, "updated_at", optional=True),
+        last_error=last_error, env=env,
+        schedule=_text({"schedule": job.schedule}, "schedule"),
+        occurrence=_time(job.occurrence, "occurrence", optional=True)), fp
+
+
+def _time(value: Any, name: str, optional: bool = False) -> Any:
+    if (value is None and optional) or (isinstance(value, datetime)
+                                        and value.tzinfo is not None):
+        return value
+    raise InvalidInput(f"{name}: not a time with a zone")
+
+
+def _count(value: Any, name: str) -> int:
+    n = _int({name: value}, name, 0)
+    if n is None:
+        raise InvalidInput(f"{name}: missing")
+    return n
 
 
 def build_dropin(data: dict[str, Any], name_id: str | None, *, now: datetime,
@@ -129,6 +183,23 @@ def _env(environ: Mapping[str, str] | None, settings: Settings) -> dict[str, str
 
 
 _KINDS = {k.value: k for k in Kind}  # a dict lookup, not an Enum call: batches build many jobs
+
+
+def checked_kind(value: Any, kinds: Collection[str] | None,
+                 refusal: str = DROPIN_REFUSAL) -> Kind:
+    """``value`` as a Kind, one of ``kinds`` (None: any); ``refusal`` says why not."""
+    kind = _kind(value)
+    if kinds is not None and kind.value not in kinds:
+        allowed = ", ".join(kinds) or "none"
+        raise InvalidInput("kind: " + refusal.format(kind=kind.value, allowed=allowed))
+    return kind
+
+
+def checked_id(value: Any) -> str:
+    """A job id given (not made here): awty's id format, nothing else (it names a file)."""
+    if not isinstance(value, str) or not is_id(value):
+        raise InvalidInput(f"id: {value!r} is not an awty id (26 Crockford base32 characters)")
+    return value
 
 
 def _kind(value: Any) -> Kind:
@@ -235,7 +306,9 @@ def _checked_url(url: str, settings: Settings) -> str:
     return check_url(url, settings)
 
 
-def _payload(spec: dict[str, Any], settings: Settings) -> str:
+def payload_text(spec: dict[str, Any], settings: Settings) -> str:
+    """The payload of ``spec`` (``payload_json`` text, else ``payload``) as stored: compact JSON,
+    storable, within ``max_payload_bytes``."""
     if "payload_json" in spec and spec["payload_json"] is not None:
         raw = spec["payload_json"]
         try:

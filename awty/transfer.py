@@ -1,8 +1,12 @@
 """Moving a home between stores (SQLite <-> PostgreSQL): ``export`` writes JSON lines, pending
 jobs first, then history, then a last line with the counts; ``load`` checks those counts, that
 the target holds nothing yet, and that every row arrived. The stores do the reading and writing
-(``Store.export_pending``, ``export_history``, ``add``, ``import_history``); this module only
-turns records into lines and back. Executions (the per-attempt log) are not moved.
+(``Store.export_pending``, ``export_history``, ``import_home``); this module turns records into
+lines and back, and trusts no line: every job, pending or kept by a history row, goes through
+the checks of ``add`` (``jobspec.rebuild``: its id names a file; its target, payload and kind
+are what a runner will act on), exec and python jobs only when the import allows them
+(``Trust``), and every history row's fields are checked (``Trust.history``). Executions (the
+per-attempt log) are not moved.
 
 A job in flight at export is written as pending: stop the runners before moving a home, or its
 callback may be sent once by the old home and once by the new one."""
@@ -10,22 +14,121 @@ callback may be sent once by the old home and once by the new one."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
 
+from . import jobspec
+from .config import Settings
 from .errors import InvalidInput, StoreError
-from .model import Job, Kind, Status
+from .model import ALL_KINDS, Job, Kind, Outcome, Status
 from .slots import from_iso, iso
 from .slotdir import SlotTree
+from .storable import is_storable
 from .store.base import Store
-from .store.portable import HISTORY_KEYS, TIME_KEYS
+from .store.jobdict import job_from_json
+from .store.portable import HISTORY_KEYS, OPTIONAL_KEYS, TIME_KEYS
+from .store.rules import kept
 
 FORMAT = "awty-export/1"
 _JOB_FIELDS = Job._fields
 _JOB_TIMES = ("first_check_at", "next_check_at", "created_at", "updated_at", "lease_until",
-              "started_at")
+              "started_at", "occurrence")
+
+
+# Why an import refuses an exec or python job unless told (``--allow-exec``): the file, not
+# the person importing it, would choose what commands the runner hosts run.
+EXEC_REFUSAL = ("{kind} jobs are imported only with --allow-exec (they run commands on the "
+                "runner hosts; allowed now: {allowed})")
+_NAMES = ("target", "entity_name", "entity_key", "idempotency_key", "fingerprint", "host",
+          "schedule")  # a history row's names: refused unless storable as they are
+_ANSWERS = ("error", "output")  # what runs wrote: escaped as runs' texts are (rules.kept)
+_COUNTS = ("checks", "attempts")
+_INTS = ("last_status", "pid")
+_NUMBERS = ("duration_ms", "lateness_ms")
+
+
+@dataclass(frozen=True)
+class Trust:
+    """What an import holds every record to: ``add``'s rules at ``now`` under ``settings``;
+    exec and python jobs only with ``allow_exec``."""
+
+    now: datetime
+    settings: Settings
+    allow_exec: bool = False
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(sorted(ALL_KINDS)) if self.allow_exec else (Kind.HTTP.value,)
+
+    def job(self, job: Job) -> tuple[Job, str | None]:
+        return jobspec.rebuild(job, now=self.now, settings=self.settings, kinds=self.kinds,
+                               kind_refusal=EXEC_REFUSAL)
+
+    def history(self, d: dict[str, Any]) -> dict[str, Any]:
+        """A history record checked (``InvalidInput`` naming the field): its id and kind as
+        ``add`` takes them, the job it keeps (what ``retry`` re-arms) as ``job`` does, its
+        names storable as they are, what runs wrote escaped."""
+        d = dict(d)
+        d["id"] = jobspec.checked_id(d["id"])
+        kind = jobspec.checked_kind(d["kind"], self.kinds, EXEC_REFUSAL)
+        d["kind"] = kind.value
+        try:
+            d["outcome"] = Outcome(d["outcome"]).value
+        except ValueError:
+            raise InvalidInput(f"outcome: {d['outcome']!r} is not an outcome") from None
+        for k in _NAMES:
+            if d[k] is not None and (not isinstance(d[k], str) or not is_storable(d[k])
+                                     or len(d[k]) > 8192):
+                raise InvalidInput(f"{k}: must be text (UTF-8, no NUL)")
+        if not isinstance(d["target"], str):
+            raise InvalidInput("target: missing")
+        if not isinstance(d["reason"], str):
+            raise InvalidInput("reason: must be text")
+        d["reason"] = kept(d["reason"]) or ""
+        for k in _ANSWERS:
+            if d[k] is not None and not isinstance(d[k], str):
+                raise InvalidInput(f"{k}: must be text")
+            d[k] = kept(d[k])
+        for k in (*_COUNTS, *_INTS, *_NUMBERS):
+            if not _fits(d[k], k):
+                raise InvalidInput(f"{k}: {d[k]!r} is not "
+                                   f"{'a number' if k in _NUMBERS else 'a whole number'}")
+        for k in ("first_check_at", "ended_at"):
+            if d[k] is None:
+                raise InvalidInput(f"{k}: missing")
+        if not isinstance(d["payload"], str):
+            raise InvalidInput("payload: must be the payload's JSON text")
+        jobspec.payload_text({"payload_json": d["payload"]}, self.settings)
+        if d["job"] is not None:
+            self._kept_job(d)
+        return d
+
+    def _kept_job(self, d: dict[str, Any]) -> None:
+        if not isinstance(d["job"], str):
+            raise InvalidInput("job: must be a job document")
+        try:
+            job = job_from_json(d["job"])
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            raise InvalidInput(f"job: not a job document ({e})") from None
+        try:
+            checked, _ = self.job(job)
+        except InvalidInput as e:
+            raise InvalidInput(f"job: {e}") from None
+        if (checked.id, checked.kind.value) != (d["id"], d["kind"]):
+            raise InvalidInput("job: its id or kind is not the row's")
+
+
+def _fits(v: Any, k: str) -> bool:
+    if v is None:
+        return k not in _COUNTS
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return v >= 0 or k not in _COUNTS  # an exit status may be negative (a signal)
+    return k in _NUMBERS and isinstance(v, float) and math.isfinite(v)
 
 
 @dataclass(frozen=True)
@@ -51,21 +154,23 @@ def export(store: Store, out: IO[str]) -> Moved:
     return Moved(jobs, history)
 
 
-def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str]) -> Moved:
+def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str],
+         trust: Trust) -> Moved:
     """Import an export into ``store``, which must be empty (``where`` names it in messages;
-    ``tree``, when the home has one, gets the jobs' envelopes). All jobs or none (one ``add``),
-    then all history or none; the counts on the export's last line must match what was read,
-    and the store's counts what was written."""
-    jobs, fps, rows, end = _read(lines)
+    ``tree``, when the home has one, gets the jobs' envelopes). Every record is held to
+    ``trust`` as it is read: a refused one is ``InvalidInput`` naming its line and field, and
+    nothing is written. Then all jobs and all history in one transaction, or nothing; the
+    counts on the export's last line must match what was read, and the store's counts what
+    was written."""
+    jobs, fps, rows, end = _read(lines, trust)
     held = store.count()
     if held or store.history(limit=1):
         raise InvalidInput(f"import needs an empty store: {where} already holds "
                            f"{held} pending job(s) or history")
-    added = store.add(jobs, fps) if jobs else []
+    added, n_history = store.import_home(jobs, fps, rows)
     made = [x.job for x in added if x.created]
     if len(made) != len(jobs):
         raise StoreError(f"import: {len(jobs)} job(s) read, {len(made)} added")
-    n_history = store.import_history(rows) if rows else 0
     got = Moved(store.count(), n_history)
     if got != end:
         raise StoreError(f"import: the export lists {end.jobs} job(s) and {end.history} "
@@ -81,8 +186,8 @@ def as_pending(job: Job) -> Job:
 
 
 # --- lines <-> records -----------------------------------------------------------------------
-def _read(lines: Iterable[str]) -> tuple[list[Job], list[str | None], list[dict[str, Any]],
-                                        Moved]:
+def _read(lines: Iterable[str], trust: Trust
+          ) -> tuple[list[Job], list[str | None], list[dict[str, Any]], Moved]:
     jobs: list[Job] = []
     fps: list[str | None] = []
     rows: list[dict[str, Any]] = []
@@ -91,21 +196,26 @@ def _read(lines: Iterable[str]) -> tuple[list[Job], list[str | None], list[dict[
         try:
             doc = json.loads(line)
             if n == 1:
-                if doc.get("format") != FORMAT:
+                if not isinstance(doc, dict) or doc.get("format") != FORMAT:
                     raise ValueError(f"not an awty export (first line: {line[:60]!r})")
                 continue
             if end is not None:
                 raise ValueError("lines after the end line")
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
             if "job" in doc:
-                jobs.append(_job_from(doc["job"]))
-                fps.append(doc.get("fingerprint"))
+                job, fp = trust.job(_job_from(doc["job"]))
+                jobs.append(job)
+                fps.append(fp)
             elif "history" in doc:
-                rows.append(_history_from(doc["history"]))
+                rows.append(trust.history(_history_from(doc["history"])))
             elif "end" in doc:
                 end = Moved(int(doc["end"]["jobs"]), int(doc["end"]["history"]))
             else:
                 raise ValueError("neither a job, a history row nor the end line")
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except KeyError as e:
+            raise InvalidInput(f"line {n}: missing field {e}") from None
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
             raise InvalidInput(f"line {n}: {e}") from None
     if end is None:
         raise InvalidInput("the export has no end line: it was cut short")
@@ -134,14 +244,16 @@ def _job_doc(job: Job) -> dict[str, Any]:
 
 
 def _job_from(d: dict[str, Any]) -> Job:
+    """A job as the line gives it, unchecked (``Trust.job`` checks it): times read, the
+    status, lease and fingerprint a move drops left out."""
     unknown = set(d) - set(_JOB_FIELDS)
     if unknown:
         raise ValueError(f"unknown job field(s) {sorted(unknown)}")
-    d = dict(d)
-    d["kind"], d["status"] = Kind(d["kind"]), Status(d["status"])
+    d = {k: v for k, v in d.items()
+         if k not in ("status", "lease_owner", "lease_until", "started_at")}
     for k in _JOB_TIMES:
         if d.get(k) is not None:
-            d[k] = _time(d[k])
+            d[k] = _time(d[k], k)
     d["headers"] = d.get("headers") or {}
     return Job(**d)
 
@@ -152,14 +264,19 @@ def _history_doc(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _history_from(d: dict[str, Any]) -> dict[str, Any]:
-    if set(d) != set(HISTORY_KEYS):
+    if not set(HISTORY_KEYS) - set(OPTIONAL_KEYS) <= set(d) <= set(HISTORY_KEYS):
         raise ValueError(f"a history row needs exactly {', '.join(HISTORY_KEYS)}")
-    return {k: (_time(d[k]) if k in TIME_KEYS and d[k] is not None else d[k])
+    return {k: (_time(d[k], k) if k in TIME_KEYS and d.get(k) is not None else d.get(k))
             for k in HISTORY_KEYS}
 
 
-def _time(text: str) -> datetime:
-    t = from_iso(text)
+def _time(text: Any, name: str) -> datetime:
+    if not isinstance(text, str):
+        raise ValueError(f"{name}: {text!r} is not a time")
+    try:
+        t = from_iso(text)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
     if t.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone")
+        raise ValueError(f"{name}: {text!r} has no time zone")
     return t

@@ -423,14 +423,20 @@ def export(
 def import_(
     source: Annotated[str, typer.Argument(help="An `awty export` file, or - for stdin.",
                                           show_default=False)],
+    allow_exec: Annotated[bool, typer.Option(
+        "--allow-exec", help="Also import exec and python jobs (commands and functions this "
+        "host's runners will run); refused without it.")] = False,
     as_json: Json = False,
     home: Home = None,
 ) -> None:
     """Load an `awty export` into this home's store, which must be empty (run `awty init`
-    first on a PostgreSQL URL). The counts are checked against the export's; all jobs or
-    none, then all history or none.
+    first on a PostgreSQL URL). Every job is checked as `add` checks it (id, target and
+    callback rules, payload size…); a refused line is named and nothing is imported. The
+    counts are checked against the export's; all jobs and history, or nothing.
 
     Example:  awty import home.jsonl --home /srv/awty
+
+    With exec jobs:  awty import home.jsonl --allow-exec
     """
     import sys
 
@@ -440,7 +446,7 @@ def import_(
     except OSError as e:
         raise InvalidInput(f"cannot read {source}: {e.strerror or e}") from None
     with f:
-        moved = a.import_export(f)
+        moved = a.import_export(f, allow_exec=allow_exec)
     if as_json:
         r.emit_json({**moved.to_dict(), "into": a.where})
     else:

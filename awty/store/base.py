@@ -293,11 +293,14 @@ class Store(Protocol):
 
     def export_history(self) -> Iterator[dict[str, Any]]:
         """Every history row, oldest first, streamed, as a ``portable`` record: what
-        ``import_history`` of any store takes back unchanged."""
+        ``import_home`` of any store takes back unchanged."""
 
-    def import_history(self, rows: Iterable[dict[str, Any]]) -> int:
-        """Insert history records (as ``export_history`` gives them) all or none, in the order
-        given; returns how many. Pending jobs go in through ``add``."""
+    def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
+                    rows: Iterable[dict[str, Any]]) -> tuple[builtins.list[Added], int]:
+        """Insert pending jobs (as ``add`` does) and history records (as ``export_history``
+        gives them, in the order given) in one transaction: all of both, or none. Returns what
+        ``add`` would and how many history rows went in. The caller checked every record
+        (``transfer.Trust``)."""
 
     def release_stale(self, owner: str | None, now: datetime) -> int:
         """``doctor --repair``: give back as pending the in-flight jobs of ``owner`` (None: jobs

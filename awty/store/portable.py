@@ -1,4 +1,4 @@
-"""What ``export_history`` gives and ``import_history`` takes, the same for every store: one
+"""What ``export_history`` gives and ``import_home`` takes, the same for every store: one
 dict per history row with the keys of ``HISTORY_KEYS``. Times are aware UTC datetimes;
 ``payload`` is the job's payload JSON text; ``job`` the whole job document (``jobdict``) when
 the row keeps one (what ``retry`` and idempotency rebuild the job from), else None."""

@@ -225,24 +225,28 @@ class PostgresStore:
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
-        keys = sorted({j.idempotency_key for j in jobs if j.idempotency_key})
         with self._tx("cannot add") as cur:
-            known: dict[str, tuple[Job, str | None]] = {}
-            if keys:
-                # Two adders of one new key wait for each other here, not on the unique index.
-                cur.execute(self.sql.key_lock,
-                            (self._idempotency_class, [lock_key(k) for k in keys]))
-                cur.execute(self.sql.by_keys, (keys,))
-                known = {r[0]: (row_to_job(r[2:]), r[1]) for r in cur.fetchall()}
-                missing = [k for k in keys if k not in known]
-                if missing:
-                    cur.execute(self.sql.history_by_keys, (missing,))
-                    for key, fp, text in cur.fetchall():
-                        known[key] = (job_from_json(text), fp)
-            out, rows = rules.admit(jobs, fingerprints, known)
-            if rows:
-                self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
-                           [job_to_row(j, fp) for j, fp in rows])
+            return self._add(cur, jobs, fingerprints)
+
+    def _add(self, cur, jobs: Sequence[Job], fingerprints: Sequence[str | None]
+             ) -> list[Added]:
+        keys = sorted({j.idempotency_key for j in jobs if j.idempotency_key})
+        known: dict[str, tuple[Job, str | None]] = {}
+        if keys:
+            # Two adders of one new key wait for each other here, not on the unique index.
+            cur.execute(self.sql.key_lock,
+                        (self._idempotency_class, [lock_key(k) for k in keys]))
+            cur.execute(self.sql.by_keys, (keys,))
+            known = {r[0]: (row_to_job(r[2:]), r[1]) for r in cur.fetchall()}
+            missing = [k for k in keys if k not in known]
+            if missing:
+                cur.execute(self.sql.history_by_keys, (missing,))
+                for key, fp, text in cur.fetchall():
+                    known[key] = (job_from_json(text), fp)
+        out, rows = rules.admit(jobs, fingerprints, known)
+        if rows:
+            self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
+                       [job_to_row(j, fp) for j, fp in rows])
         return out
 
     # -- reading --------------------------------------------------------------------------
@@ -753,16 +757,22 @@ class PostgresStore:
         for r in self._rows_streamed(pg_portable.selects(self.schema)[1], "cannot export"):
             yield pg_portable.history_record(r)
 
-    def import_history(self, rows: Iterable[dict]) -> int:
+    def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
+                    rows: Iterable[dict]) -> tuple[list[Added], int]:
         counted = [0]
 
         def values():
             for v in pg_portable.history_values(rows):
                 counted[0] += 1
                 yield v
-        with self._tx("cannot import history") as cur:
-            self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
-        return counted[0]
+        # "cannot add": a job id already stored is the Conflict ``add`` raises (``_error``)
+        try:  # psycopg encodes text before it sends it: no psycopg.Error for that
+            with self._tx("cannot add") as cur:
+                added = self._add(cur, jobs, fingerprints) if jobs else []
+                self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
+        except UnicodeEncodeError as e:
+            raise Unstorable(f"PostgreSQL at {self.where}: cannot import: {e}") from None
+        return added, counted[0]
 
     def _rows_streamed(self, sql: str, what: str) -> Iterator[tuple]:
         if self._pool is None:

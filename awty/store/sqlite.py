@@ -585,8 +585,17 @@ class SQLiteStore:
     def export_history(self) -> Iterator[dict[str, Any]]:
         return sqlite_portable.export_history(self.conn)
 
-    def import_history(self, rows: Iterable[dict[str, Any]]) -> int:
-        with self._write() as c:
-            before = c.total_changes
-            c.executemany(INSERT_HISTORY, sqlite_portable.history_values(rows))
-            return c.total_changes - before
+    def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
+                    rows: Iterable[dict[str, Any]]) -> tuple[list[Added], int]:
+        try:
+            with self._write() as c:
+                added = add_jobs(c, jobs, fingerprints) if jobs else []
+                before = c.total_changes
+                c.executemany(INSERT_HISTORY, sqlite_portable.history_values(rows))
+                return added, c.total_changes - before
+        except sqlite3.IntegrityError as e:
+            if "UNIQUE" in str(e):
+                raise rules.id_taken() from None
+            raise Unstorable(f"cannot import: {e}") from None
+        except sqlite3.OperationalError as e:
+            raise translate(e, "cannot import") from None
