@@ -45,6 +45,7 @@ class Health:
     level: str  # "ok", "warning" (exit 0) or "problem"
     detail: str
     via: str | None = None  # the scheduler found: "cron", "systemd" (scheduler check only)
+    summary: str | None = None  # a warning in a few words, for doctor's closing count
 
     @property
     def ok(self) -> bool:
@@ -95,7 +96,7 @@ def scheduler(home: Path, resolution: int | None, *, env: dict[str, str] | None 
     return Health("scheduler", "warning", "no scheduler installed (no crontab command, no "
                   "systemd): nothing here runs the slots; run `awty run-slot` at every "
                   "boundary from your own scheduler, or install cron and `awty crontab "
-                  "--install`")
+                  "--install`", summary="nothing runs the slots")
 
 
 def systemd_timers(home: Path, default_home: Path, unit_dir: Path, *,
@@ -147,13 +148,22 @@ def cron_daemon(proc: Path = Path("/proc")) -> Health:
 
 
 # --- the last slot --------------------------------------------------------------------------
+def overdue_until(now: datetime, resolution: int, grace: timedelta = GRACE) -> datetime:
+    """The newest slot that should have fired by ``now``: the boundary that just passed once
+    ``grace`` has gone by (before that its run may still be going), else the one before.
+    Doctor's ``catch-up`` and ``last slot`` both judge "overdue" by it."""
+    boundary = current_slot(now, resolution)
+    return boundary if now - boundary >= grace else boundary - timedelta(minutes=resolution)
+
+
 def last_slot(now: datetime, resolution: int, *, pending: list[tuple[datetime, int]],
               last_fired: tuple[datetime, datetime] | None, grace: timedelta = GRACE,
-              late: timedelta = LATE) -> Health:
+              late: timedelta = LATE, waiting: bool = False) -> Health:
     """``pending``: (slot, jobs) of slots holding work (``Awty.slots()``); ``last_fired``:
-    (slot, its first execution's start) of the newest slot that ran, or None."""
-    boundary = current_slot(now, resolution)
-    due = boundary if now - boundary >= grace else boundary - timedelta(minutes=resolution)
+    (slot, its first execution's start) of the newest slot that ran, or None. ``waiting``:
+    overdue work was already reported elsewhere (doctor's ``catch-up``, which is then not
+    repeated here, nor contradicted)."""
+    due = overdue_until(now, resolution, grace)
     missed = [(s, n) for s, n in pending if s <= due]
     if missed:
         jobs = sum(n for _, n in missed)
@@ -161,8 +171,10 @@ def last_slot(now: datetime, resolution: int, *, pending: list[tuple[datetime, i
                       f"should have fired (oldest {slot_id(missed[0][0])}) still wait: the "
                       "scheduler is not running `awty run-slot` (or a run is still going); `awty "
                       "catchup` fires them")
+    see = "; overdue work waits: see catch-up" if waiting else ""
     if last_fired is None:
-        return Health("last slot", "ok", "no slot has fired yet, and none is overdue")
+        return Health("last slot", "ok", "no slot has fired yet"
+                      + (see if waiting else ", and none is overdue"))
     slot, started = last_fired
     lag = started - slot
     if lag > late:
@@ -170,9 +182,10 @@ def last_slot(now: datetime, resolution: int, *, pending: list[tuple[datetime, i
         # (the real harm) is a problem above. A scheduler that runs late shows here.
         return Health("last slot", "warning", f"slot {slot_id(slot)} fired "
                       f"{_span(lag)} after its boundary (a catch-up, or is the scheduler's "
-                      "clock or schedule off, or the machine overloaded?)")
+                      "clock or schedule off, or the machine overloaded?)" + see,
+                      summary=f"slot {slot_id(slot)} fired {_span(lag)} late")
     return Health("last slot", "ok", f"slot {slot_id(slot)} fired {_span(lag)} after its "
-                  "boundary")
+                  "boundary" + see)
 
 
 def _span(d: timedelta) -> str:

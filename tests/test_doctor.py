@@ -678,3 +678,42 @@ def test_unreadable_tree_is_a_finding_not_a_traceback(a, monkeypatch):
     f = report.get("store")
     assert not f.ok and "Permission denied" in f.detail
     assert report.get("cron").ok  # the checks after it still ran
+
+
+# --- the closing count, and the slot checks agreeing (issue 30, item 11) -----------------------
+def test_the_closing_line_counts_what_was_listed(home, tmp_path, monkeypatch):
+    empty = tmp_path / "nothing-on-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no crontab, no systemctl: nothing runs the slots
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("AWTY_SIGNING_SECRET", "whsec_" + "A" * 32)
+    monkeypatch.setenv("AWTY_NOW", "2026-11-22T10:07:12Z")
+    assert cli(home, "add", URL, "--in", "2h").exit_code == 0
+    res = cli(home, "doctor")
+    assert res.exit_code == 0, res.stdout
+    lines = res.stdout.splitlines()
+    at = lines[0].index("status")
+    statuses = [ln[at:].split()[0] for ln in lines[1:-1]]
+    assert statuses.count("warning") == 1 and set(statuses) == {"ok", "warning"}
+    assert res.stdout.splitlines()[-1] == "1 warning: nothing runs the slots"
+    # a problem too: both counted, each as listed
+    monkeypatch.setenv("AWTY_NOW", "2026-11-22T14:07:12Z")
+    res = cli(home, "doctor")
+    assert res.exit_code == 1
+    assert res.stdout.splitlines()[-1] == ("1 problem left: catch-up; "
+                                          "1 warning: nothing runs the slots")
+
+
+def test_last_slot_and_catch_up_never_contradict_each_other(a, clock):
+    slot = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
+    a.add(URL, at=slot)
+    # 30 s after the boundary the run may still be going: neither check calls it overdue
+    clock.set(slot + timedelta(seconds=30))
+    report = doctor(a)
+    assert report.get("catch-up").ok and report.get("last slot").ok
+    # 3 minutes after: work waits; "last slot" must not say that nothing is overdue
+    clock.set(slot + timedelta(minutes=3))
+    report = doctor(a)
+    assert not report.get("catch-up").ok
+    last = report.get("last slot")
+    assert "none is overdue" not in last.detail and "catch-up" in last.detail

@@ -195,15 +195,26 @@ _NOT_REPAIRABLE = {"cron", "schema", "integrity", "catch-up", "config", "secret"
 
 
 def _doctor_summary(report) -> None:
-    problems, repairs = report.problems, report.repairs
+    """The closing line counts the rows above: each problem by its check, each warning in a
+    few words ("1 warning: nothing runs the slots"); "all good" only when there is neither."""
+    problems, repairs, warnings = report.problems, report.repairs, report.warnings
     if repairs:
         r.out(f"repaired: {', '.join(f.check for f in repairs)}")
+    parts = []
     if problems:
-        r.out(f"{len(problems)} problem(s) left: {', '.join(f.check for f in problems)}"
-              + ("" if report.repair or all(f.check in _NOT_REPAIRABLE for f in problems)
-                 else " (`awty doctor --repair` mends what it can; the details say the rest)"))
-    else:
-        r.out("all good" if not repairs else "all good after repairs")
+        parts.append(f"{_count(problems, 'problem')} left: "
+                     f"{', '.join(f.check for f in problems)}"
+                     + ("" if report.repair or all(f.check in _NOT_REPAIRABLE for f in problems)
+                        else " (`awty doctor --repair` mends what it can; the details say the "
+                        "rest)"))
+    if warnings:
+        parts.append(f"{_count(warnings, 'warning')}: "
+                     f"{', '.join(f.summary or f.check for f in warnings)}")
+    r.out("; ".join(parts) if parts else "all good" if not repairs else "all good after repairs")
+
+
+def _count(items: list, noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
 # --- crontab -------------------------------------------------------------------------------

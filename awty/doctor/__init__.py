@@ -100,7 +100,8 @@ def moved(ctx: Ctx) -> bool:
     leftovers = "its jobs and envelope files" if ctx.a.tree is not None else "its jobs"
     ctx.add(Finding("moved", True, f"this home moved to {to['to']} on {to['at']}: its runs "
                     f"and adds refuse; {leftovers} are already moved: delete them, and this "
-                    "home's cron lines or timers", warning=True))
+                    "home's cron lines or timers", warning=True,
+                    summary="this home has moved"))
     return True
 
 

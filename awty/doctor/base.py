@@ -26,6 +26,7 @@ class Finding:
     detail: str
     repaired: bool | None = None  # None: not attempted; True: mended; False: repair failed
     warning: bool = False  # passes (exit 0), but says something the operator should know
+    summary: str | None = None  # a warning in a few words for the closing count (else check)
 
     @property
     def status(self) -> str:
@@ -50,6 +51,10 @@ class Report:
     @property
     def problems(self) -> list[Finding]:
         return [f for f in self.findings if not f.ok and not f.repaired]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.ok and f.warning]
 
     @property
     def repairs(self) -> list[Finding]:

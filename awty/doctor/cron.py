@@ -16,7 +16,7 @@ from .base import Ctx, Finding
 
 def finding(check: str, h: cronhealth.Health) -> Finding:
     """A warning passes (doctor exits 0) but is shown as one."""
-    return Finding(check, h.ok, h.detail, warning=h.level == "warning")
+    return Finding(check, h.ok, h.detail, warning=h.level == "warning", summary=h.summary)
 
 
 def check_cron(home: Path, resolution: int | None, *, env: dict[str, str] | None = None,
@@ -34,7 +34,9 @@ def check_cron(home: Path, resolution: int | None, *, env: dict[str, str] | None
 
 def check_last_slot(ctx: Ctx) -> Finding:
     """Did the newest slot that ran start on time? (Work left in past slots is the
-    ``catch-up`` check's finding: not repeated here.)"""
+    ``catch-up`` check's finding: not repeated here, only pointed to.)"""
+    catch_up = next((f for f in ctx.report.findings if f.check == "catch-up"), None)
     h = cronhealth.last_slot(ctx.now, ctx.a.settings.resolution, pending=[],
-                             last_fired=ctx.store.last_fired())
+                             last_fired=ctx.store.last_fired(),
+                             waiting=catch_up is not None and not catch_up.ok)
     return finding("last slot", h)

@@ -52,11 +52,13 @@ def check_dropins_off(ctx: Ctx) -> Finding:
     if waiting and moved:
         return Finding("drop-ins", True, f"off with PostgreSQL; {tree} holds {waiting} "
                        f"envelope file(s) of {ctx.a.db_path}, which moved to {moved['to']} on "
-                       f"{moved['at']}: already moved: delete them", warning=True)
+                       f"{moved['at']}: already moved: delete them", warning=True,
+                       summary="envelope files left by a moved home")
     if waiting:
         return Finding("drop-ins", True, f"off with PostgreSQL, yet {tree} holds {waiting} "
                        "envelope file(s) that no runner reads: add them with `awty add "
-                       "--batch` (one JSON object per line), then delete them", warning=True)
+                       "--batch` (one JSON object per line), then delete them", warning=True,
+                       summary="envelope files no runner reads")
     return Finding("drop-ins", True, "off: drop-in envelope files are a single-host feature; "
                    "with PostgreSQL every host adds with `awty add` or the Python API")
 
@@ -82,7 +84,8 @@ def check_runner_kinds(ctx: Ctx) -> Finding:
         return Finding("runners", True, _seen(live, runners, window))
     if not runners:
         return Finding("runners", True, "no runner host has run yet: the pending jobs wait "
-                       "for the first `awty run-slot`", warning=True)
+                       "for the first `awty run-slot`", warning=True,
+                       summary="no runner has run yet")
     if not live:
         return Finding("runners", False, f"no runner has run in the last {_mins(window)}: "
                        f"{sum(waiting.values())} pending job(s) wait; "

@@ -4,13 +4,14 @@ resolution's boundaries, work left in past slots, schedules without their pendin
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 
 from ..api import Awty
+from ..cronhealth import overdue_until
 from ..errors import AwtyError
 from ..model import StoreHealth
-from ..slots import current_slot, is_boundary, iso, slot_for, slot_id
+from ..slots import is_boundary, iso, slot_for, slot_id
 from .base import Ctx, Finding, SAMPLES, Tally, tree_of
 
 
@@ -140,10 +141,11 @@ def _move(a: Awty, job_id: str, old: datetime, new: datetime, now: datetime) -> 
 
 # --- past slots ----------------------------------------------------------------------------
 def check_past_slots(ctx: Ctx) -> Finding:
-    current = current_slot(ctx.now, ctx.a.settings.resolution)
-    past = ctx.store.slots_with_work(until=current - timedelta(minutes=1))
+    # "overdue" as the last-slot check reads it: a slot whose run may still be going is not
+    due = overdue_until(ctx.now, ctx.a.settings.resolution)
+    past = ctx.store.slots_with_work(until=due)
     if not past:
-        return Finding("catch-up", True, f"no work left in slots before {slot_id(current)}")
+        return Finding("catch-up", True, f"no work left in slots up to {slot_id(due)}")
     jobs = sum(n for _, n in past)
     span = slot_id(past[0][0]) + (f" … {slot_id(past[-1][0])}" if len(past) > 1 else "")
     return Finding("catch-up", False, f"{jobs} job(s) in {len(past)} past slot(s) ({span}): "

@@ -184,4 +184,4 @@ def check_rejected(ctx: Ctx) -> Finding:
     more = f" … and {len(found) - 3} more" if len(found) > 3 else ""
     return Finding("rejected", True, f"{len(found)} file(s) set aside in "
                    f"{ctx.tree.rejected}: {shown}{more} (read, then delete them)",
-                   warning=True)
+                   warning=True, summary=f"{len(found)} file(s) set aside in rejected/")
