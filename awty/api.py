@@ -427,8 +427,9 @@ class Awty:
         return schedules.next_occurrences(self, name, n)
 
     def run_schedule(self, name: str) -> RunSummary:
-        """Fire one occurrence of ``name`` now (its nominal time: now), as ``run_now``; the
-        schedule's pending occurrence stays as it is."""
+        """Fire ``name``'s target now, as ``run_now``: a job of the schedule beside its
+        occurrences (``occurrence`` None), so it never collides with one; the schedule's
+        pending occurrence stays as it is."""
         from . import schedules
 
         return schedules.run(self, name)

@@ -118,8 +118,11 @@ def next_occurrences(a: Awty, name: str, n: int = 10) -> list[datetime]:
 
 
 def run(a: Awty, name: str) -> RunSummary:
-    """One occurrence now, beside the schedule's own (``awty run`` of a job made for it): its
-    nominal time is now, and the schedule's pending occurrence stays as it is."""
+    """A run now, beside the schedule's own occurrences (``awty run`` of a job made for it):
+    it names the schedule but is none of its occurrences (``occurrence`` None). So the
+    (schedule, occurrence) key never refuses it, at a rule occurrence's very second or twice
+    in one second, a receiver deduplicating on the occurrence keeps it, and its claim moves
+    the schedule on from nothing (``schedrules.is_due_rearm``)."""
     from .model import new_id
     from .slots import current_slot
 
@@ -128,7 +131,7 @@ def run(a: Awty, name: str) -> RunSummary:
     now = a.clock.now().astimezone(UTC).replace(microsecond=0)
     slot = current_slot(now, a.settings.resolution)
     job = s.template.replace(id=new_id(now), first_check_at=now, next_check_at=slot,
-                             created_at=now, updated_at=now, schedule=s.name, occurrence=now)
+                             created_at=now, updated_at=now, schedule=s.name, occurrence=None)
     a.store.add([job], [None])
     summary: RunSummary = a.run_now([job.id])
     return summary

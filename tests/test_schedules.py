@@ -84,6 +84,35 @@ def test_a_retried_occurrence_does_not_hold_up_the_next(a, clock, rx):
     assert set(jobs) == {first, first + 5 * MIN}
 
 
+def test_a_manual_run_never_collides_with_an_occurrence(home, clock, rx, backend):
+    """`schedule run` at the very second of a rule occurrence (pending in its slot), twice:
+    each run is a job of the schedule but none of its occurrences, so the (schedule,
+    occurrence) key never refuses it (on main: "a job with one of these ids already
+    exists"), a receiver deduplicating on the occurrence keeps both, and the schedule moves
+    on only from its own occurrence. Both stores."""
+    clock.set(T0)
+    with Awty(home, clock=clock, env={}, resolution=1, **backend.kw) as a:
+        _manual_runs(a, clock, rx)
+
+
+def _manual_runs(a, clock, rx):
+    s = a.schedule("tick", rx.url("/t"), cron="*/5 * * * *", tz="UTC")
+    at(clock, s.next_at)  # 10:05:00, the rule's occurrence is pending in this slot
+    assert a.run_schedule("tick").outcomes == {"done": 1}
+    assert a.run_schedule("tick").outcomes == {"done": 1}
+    (pending,) = a.store.schedule_jobs("tick")
+    assert pending.occurrence == s.next_at and a.get_schedule("tick").next_at == s.next_at
+    assert a.run_slot(s.next_at).outcomes == {"done": 1}
+    manual1, manual2, rule = rx.requests("/t")
+    for req in (manual1, manual2):
+        assert req.json()["schedule"] == "tick" and req.json()["occurrence"] is None
+        assert req.headers["x-awty-schedule"] == "tick"
+        assert "x-awty-occurrence" not in req.headers
+    assert rule.json()["occurrence"] == "2026-11-22T10:05:00Z"
+    assert [j.occurrence for j in a.store.schedule_jobs("tick")] == [s.next_at + 5 * MIN]
+    assert [r.schedule for r in a.history()] == ["tick"] * 3
+
+
 @pytest.mark.parametrize("kwargs, field", [
     ({"cron": "61 * * * *"}, "cron:"),
     ({"cron": "* * * * *"}, "finer than"),  # 1-minute rule at 15-minute slots

@@ -182,7 +182,10 @@ def remove(name: Name, home: Home = None) -> None:
 @schedule_app.command("run")
 @reports_errors
 def run(name: Name, as_json: Json = False, home: Home = None) -> None:
-    """Fire one occurrence now, like `awty run`; the next one stays as it is.
+    """Fire the schedule's target now, like `awty run`; the next occurrence stays as it is.
+
+    The run names its schedule but is none of its occurrences (body "occurrence": null, no
+    X-Awty-Occurrence header), so it never collides with one.
 
     Example:  awty schedule run report
     """

@@ -279,8 +279,9 @@ def job_env(job: Job, attempt: Attempt) -> dict[str, str]:
         "AWTY_ATTEMPT": str(attempt.attempt),
         "AWTY_SLOT": attempt.slot,
     })
-    if job.schedule is not None and job.occurrence is not None:
+    if job.schedule is not None:
         env["AWTY_SCHEDULE"] = job.schedule
+    if job.occurrence is not None:  # none for a `schedule run`
         env["AWTY_OCCURRENCE"] = iso(job.occurrence)
     return env
 

@@ -67,11 +67,12 @@ def callback_body(job: Job, attempt: Attempt) -> bytes:
 
 
 def _occurrence(job: Job) -> str:
-    """A schedule's occurrence names its schedule and nominal time in the body (the name is
-    a plain word: ``recurrence.parse_name``)."""
-    if job.schedule is None or job.occurrence is None:
+    """A schedule's job names its schedule and nominal time in the body (the name is a plain
+    word: ``recurrence.parse_name``); a ``schedule run`` has no nominal time (null)."""
+    if job.schedule is None:
         return ""
-    return f',"schedule":{_json_str(job.schedule)},"occurrence":"{iso(job.occurrence)}"'
+    at = "null" if job.occurrence is None else f'"{iso(job.occurrence)}"'
+    return f',"schedule":{_json_str(job.schedule)},"occurrence":{at}'
 
 
 # --- the wire ------------------------------------------------------------------------------
@@ -540,9 +541,10 @@ class HttpExecutor:
                     return f"header: {refusal[:200]}"
                 lines.append(f"{name}: {value}\r\n")
             extra = "".join(lines)
-        if job.schedule is not None and job.occurrence is not None:
-            extra += (f"X-Awty-Schedule: {job.schedule}\r\n"
-                      f"X-Awty-Occurrence: {iso(job.occurrence)}\r\n")
+        if job.schedule is not None:
+            extra += f"X-Awty-Schedule: {job.schedule}\r\n"
+        if job.occurrence is not None:
+            extra += f"X-Awty-Occurrence: {iso(job.occurrence)}\r\n"
         msg_id = wire.message_id(job.id, attempt.check)
         if self._secret is not None:
             sig = f"webhook-signature: {signing.sign(self._secret, msg_id, ts, body)}\r\n"
