@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import AwtyError, Busy
 from ..slots import next_slot_after
+from .backend import fresh
 
 if TYPE_CHECKING:
     from ..api import Awty
@@ -18,17 +19,8 @@ if TYPE_CHECKING:
 IDLE = 60.0  # seconds between looks when the clock stands still (AWTY_NOW)
 
 
-def _fresh(a: Awty) -> Awty:
-    from ..api import Awty
-
-    url = a.settings.database_url
-    if url:
-        return Awty(a.home, a.clock, env=a.env, tz=a.tz, database_url=url)
-    return Awty(a.home, a.clock, env=a.env, tz=a.tz)
-
-
 def _run(a: Awty, catchup: bool) -> None:
-    run = _fresh(a)
+    run = fresh(a)
     try:
         if catchup:
             run.catchup()

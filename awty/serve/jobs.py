@@ -86,7 +86,8 @@ async def show_job(request: Request) -> Response:
     return JSONResponse(await request.app.state.backend.run(_shown, request.path_params["id"]))
 
 
-def _list(a: Awty, q: dict[str, Any], limit: int, after: str | None) -> dict[str, Any]:
+def job_page(a: Awty, q: dict[str, Any], limit: int, after: str | None) -> dict[str, Any]:
+    """One page of pending jobs for ``list``'s filters in ``q``, and the link to the next."""
     from ..slots import parse_slot_id, slot_id
 
     filters: dict[str, Any] = {k: q.get(k) for k in ("entity", "key")}
@@ -143,7 +144,7 @@ async def list_jobs(request: Request) -> Response:
     q = dict(request.query_params)
     limit = _int(q.pop("limit", None), LIST_LIMIT, LIST_MAX)
     after = q.pop("after", None)
-    return JSONResponse(await request.app.state.backend.run(_list, q, limit, after))
+    return JSONResponse(await request.app.state.backend.run(job_page, q, limit, after))
 
 
 def _int(text: str | None, default: int, top: int) -> int:
@@ -174,7 +175,8 @@ async def cancel_job(request: Request) -> Response:
 
 async def run_job(request: Request) -> Response:
     await authorize(request, "jobs:write")
-    summary = await request.app.state.backend.run(
+    # the callback may take its whole timeout: not on the store's thread
+    summary = await request.app.state.backend.apart(
         lambda a: a.run_now(request.path_params["id"]))
     return JSONResponse(summary.to_dict())
 
