@@ -52,29 +52,17 @@ def arm(cur, sql, s: Schedule, now: datetime) -> Job | None:
 def rearm(cur, sql, claimed: list[Job], now: datetime, owner: str) -> set[str]:
     """A claim's re-arming (``sqlite_schedules.rearm``); the schedule rows are locked in name
     order, so that runners claiming occurrences of the same schedules wait for each other."""
-    from .schedrules import at_claim, is_due_rearm
+    from .schedrules import plan
 
     names = sorted({j.schedule for j in claimed if j.schedule})
     found = {s.name: s for s in map(row_to_schedule, cur.execute(
         sql.schedules_lock, (names,)).fetchall())}
-    rows: list[tuple] = []
-    history: list[tuple] = []
-    moves: list[tuple] = []
-    dropped: set[str] = set()
-    for job in claimed:
-        s = found.get(job.schedule)  # type: ignore[arg-type]
-        if not is_due_rearm(s, job):
-            continue
-        assert s is not None
-        r = at_claim(s, job, now)
-        rows.extend(job_to_row(j, None) for j in r.jobs)
-        if r.skipped is not None:
-            history.append(history_row(r.skipped, Outcome.SKIPPED, r.reason or "skipped", now,
-                                       None, owner=owner))
-            if not r.fire:
-                dropped.add(job.id)
-        moves.append((sec(r.next_at), s.name, sec(s.next_at)))
-        found[s.name] = s.replace(next_at=r.next_at)
+    p = plan(found, claimed, now)
+    rows = [job_to_row(j, None) for j in p.jobs]
+    history = [history_row(j, Outcome.SKIPPED, reason, now, None, owner=owner)
+               for j, reason in p.skipped]
+    moves = [(sec(new), name, sec(old)) for new, name, old in p.moves]
+    dropped = p.dropped
     if moves:
         cur.executemany(sql.schedule_move, moves)
     if rows:

@@ -95,3 +95,38 @@ def at_claim(s: Schedule, job: Job, now: datetime) -> Rearm:
         # The occurrences the claimed one stands for: a row of their own, with an id of now.
         skipped = job.replace(id=new_id(now))
     return Rearm(d.fire_claimed, jobs, skipped, d.reason, d.next)
+
+
+class ClaimPlan(Record):
+    """What a claim does to the schedules whose pending occurrences it took (``plan``)."""
+
+    __slots__ = ("jobs", "skipped", "moves", "dropped")
+    jobs: list[Job]  # to insert as pending
+    skipped: list[tuple[Job, str]]  # to end as ``skipped`` history rows, with their reason
+    moves: list[tuple[datetime, str, datetime]]  # (new next_at, name, next_at claimed from)
+    dropped: set[str]  # claimed ids that must not fire (they end as ``skipped``)
+
+    def __new__(cls) -> ClaimPlan:
+        s = _draft(cls)
+        s.jobs, s.skipped, s.moves, s.dropped = [], [], [], set()
+        return _seal(s, cls)
+
+
+def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> ClaimPlan:
+    """A claim's re-arming, decided once for both stores: ``found`` holds the schedule rows of
+    the claimed jobs (locked by the store where it can); each store writes the plan in the
+    claim's transaction, the moves as a compare and set on ``next_at``."""
+    out = ClaimPlan()
+    for job in claimed:
+        s = found.get(job.schedule) if job.schedule else None
+        if s is None or not is_due_rearm(s, job):
+            continue
+        r = at_claim(s, job, now)
+        out.jobs.extend(r.jobs)
+        if r.skipped is not None:
+            out.skipped.append((r.skipped, r.reason or "skipped"))
+            if not r.fire:
+                out.dropped.add(job.id)
+        out.moves.append((r.next_at, s.name, s.next_at))
+        found[s.name] = s.replace(next_at=r.next_at)
+    return out

@@ -109,28 +109,16 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
     """A claim's re-arming of the schedules whose pending occurrence it took
     (``schedrules.at_claim``); returns the ids of claimed jobs that must not fire (ended as
     ``skipped``, already out of future_job)."""
-    from .schedrules import at_claim, is_due_rearm
+    from .schedrules import plan
 
     names = json.dumps(sorted({j.schedule for j in claimed if j.schedule}))
     found = {s.name: s for s in map(row_to_schedule, c.execute(
         SELECT_SCHEDULE + " WHERE name IN (SELECT value FROM json_each(?))", (names,)))}
-    rows: list[tuple] = []
-    ends: list[End] = []
-    moves: list[tuple[str, str, str]] = []
-    dropped: set[str] = set()
-    for job in claimed:
-        s = found.get(job.schedule)  # type: ignore[arg-type]
-        if not is_due_rearm(s, job):
-            continue
-        assert s is not None
-        r = at_claim(s, job, now)
-        rows.extend(job_to_row(j, None) for j in r.jobs)
-        if r.skipped is not None:
-            ends.append(End(r.skipped, Outcome.SKIPPED, r.reason or "skipped", None))
-            if not r.fire:
-                dropped.add(job.id)
-        moves.append((iso(r.next_at), s.name, iso(s.next_at)))
-        found[s.name] = s.replace(next_at=r.next_at)
+    p = plan(found, claimed, now)
+    rows = [job_to_row(j, None) for j in p.jobs]
+    ends = [End(j, Outcome.SKIPPED, reason, None) for j, reason in p.skipped]
+    moves = [(iso(new), name, iso(old)) for new, name, old in p.moves]
+    dropped = p.dropped
     # The compare and set: next_at moves only from the occurrence claimed.
     c.executemany("UPDATE schedule SET next_at = ? WHERE name = ? AND next_at = ?", moves)
     c.executemany(INSERT_JOB, rows)
