@@ -177,3 +177,68 @@ def test_a_protocol_switch_is_refused_and_not_recorded():
             assert s.recv(1000) == b""  # closed, unanswered
         assert post(rx.port, "/after")[0] == 200  # the receiver itself is fine
     assert [r.path for r in rx.requests()] == ["/after"]
+
+
+# --- `awty receiver`: the same receiver from the awty command (a pipx install has only it) ----
+AWTY = str(__import__("pathlib").Path(sys.executable).parent / "awty")
+
+
+def first_stderr_line(proc, timeout: float = 30) -> str:
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    if not sel.select(timeout):
+        raise AssertionError("the receiver said nothing")
+    return proc.stderr.readline()
+
+
+def start_receiver(stdin) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([AWTY, "receiver", "--answer", "/gone=410"], stdin=stdin,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, first_stderr_line(proc)
+
+
+def test_awty_receiver_from_a_terminal_runs_until_stopped():
+    import pty
+
+    main, tty = pty.openpty()
+    try:
+        proc, said = start_receiver(tty)
+        try:
+            assert said.startswith("listening on http://127.0.0.1:")
+            assert said.endswith(": until Ctrl-C\n"), said
+            port = int(said.split(":")[2].split("/")[0])
+            assert post(port, "/gone")[0] == 410
+        finally:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=20)
+    finally:
+        os.close(main)
+        os.close(tty)
+    assert proc.returncode == 0, err
+    assert out.startswith("  receiver <- /gone") and out.rstrip().endswith("-> 410")
+
+
+def test_awty_receiver_from_a_script_stops_by_itself():
+    proc, said = start_receiver(subprocess.DEVNULL)
+    try:
+        assert said.endswith(": stops by itself after 600s (--lifetime)\n"), said
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    p = subprocess.run([AWTY, "receiver", "--lifetime", "1", "--quiet"], capture_output=True,
+                       text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stderr.endswith(": stops by itself after 1s (--lifetime)\n")
+
+
+def test_awty_receiver_help_and_bad_options():
+    p = subprocess.run([AWTY, "receiver", "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout.startswith("Usage: awty receiver")
+    assert "--answer" in p.stdout and "until Ctrl-C" in p.stdout
+    p = subprocess.run([AWTY, "receiver", "--answer", "gone=410"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2
+    assert p.stderr == ("awty receiver: --answer 'gone=410': expected /PATH=STATUS or "
+                        "/PATH=STATUS BODY  (see --help)\n")

@@ -10,6 +10,7 @@
 - ``schedule``: schedule add, list, show, next, pause, resume, remove, run, import-crontab
 - ``serving``: serve, metrics, token new|list|revoke
 - ``setup``: completion, systemd
+- ``receiver``: the test receiver (``awty.testing.receiver``) as ``awty receiver``
 - ``argv``: global options before the command, ``--version``, ``help CMD`` (plain list work)
 - ``tables``: fitting a table to the terminal, plain columns for pipes
 - ``render``: plain lines, Rich tables and progress, ``--json`` documents
@@ -38,6 +39,7 @@ COMMANDS = {
     "retry": "jobs", "version": "ops", "verify": "secret", "doctor": "ops", "crontab": "ops",
     "stats": "ops", "prune": "ops", "export": "ops", "import": "ops", "systemd": "setup",
     "completion": "setup", "config": "ops", "serve": "serving", "metrics": "serving",
+    "receiver": "receiver",
 }
 
 HELP = ("awty — Are We There Yet? Schedule future checks and signed HTTP callbacks; "
@@ -109,10 +111,11 @@ _app: list[typer.Typer] = []
 
 def _whole_app() -> typer.Typer:
     if not _app:
-        from . import jobs, ops, runs, schedule, secret, serving, setup
+        from . import jobs, ops, receiver, runs, schedule, secret, serving, setup
         from .options import new_app
 
-        defined = {_name(c): c for m in (jobs, runs, ops, setup, secret, schedule, serving)
+        defined = {_name(c): c for m in (jobs, runs, ops, setup, secret, schedule, serving,
+                                         receiver)
                    for c in m.commands.registered_commands}
         if set(defined) != set(COMMANDS):
             raise RuntimeError(f"awty.cli.COMMANDS is out of step with the command modules: "

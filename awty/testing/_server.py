@@ -187,7 +187,8 @@ def _head(reply: Any, length: int, keep: bool) -> tuple[bytes, bool]:
 class Server:
     """The event loop thread behind a ``Receiver``."""
 
-    def __init__(self, sink: Any, port: int, tls: ssl.SSLContext | None, lifetime: float):
+    def __init__(self, sink: Any, port: int, tls: ssl.SSLContext | None,
+                 lifetime: float | None):
         self.sink = sink
         self.port = port
         self.tls = tls
@@ -225,7 +226,8 @@ class Server:
             loop.close()
             return
         ready.set()
-        loop.call_later(self.lifetime, loop.stop)  # stops by itself, whatever its owner does
+        if self.lifetime is not None:  # stops by itself, whatever its owner does
+            loop.call_later(self.lifetime, loop.stop)
         try:
             loop.run_forever()
         finally:

@@ -39,10 +39,12 @@ Every request is recorded before it is answered: ``requests()`` keeps each ``Req
 ``log()`` and ``counts()`` keep a short line per request and the deliveries per job
 (``X-Awty-Job-Id``). For volume (tens of thousands of callbacks), ``keep=False`` keeps only those.
 Memory is bounded by ``max_requests``: beyond it requests are answered 503 and not recorded.
-The receiver stops by itself after ``lifetime`` seconds, whatever its owner does. A request
-asking to switch protocols (``Upgrade``) is refused: its connection is closed, nothing kept.
+The receiver stops by itself after ``lifetime`` seconds (None: never), whatever its owner
+does. A request asking to switch protocols (``Upgrade``) is refused: its connection is closed,
+nothing kept.
 
-The module is awty's test kit, shipped with it; nothing in awty itself imports it.
+The module is awty's test kit, shipped with it; nothing in awty itself imports it but the
+``awty receiver`` command (``awty.cli.receiver``), which runs ``main``.
 """
 
 from __future__ import annotations
@@ -53,11 +55,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 from ..clock import SystemClock
 from ._server import Server, serve_constant
 from .messages import Logged, Reply, Request, as_int, as_reply, free_port, slot_of
+
+SCRIPTED_LIFETIME = 600.0  # seconds: a receiver a script started and forgot stops by itself
 
 __all__ = ["Receiver", "Reply", "Request", "Logged", "free_port", "serve_constant"]
 
@@ -74,7 +78,7 @@ class Receiver:
                  reply: _Answer | None = None,
                  on_request: Callable[[Request], None] | None = None,
                  on_reply: Callable[[Request, Reply], None] | None = None,
-                 delay: float = 0.0, keep: bool = True, lifetime: float = 600.0,
+                 delay: float = 0.0, keep: bool = True, lifetime: float | None = 600.0,
                  max_requests: int = 2_000_000):
         context = None
         if tls is not None:
@@ -242,26 +246,41 @@ class Receiver:
         return replace(reply, delay=reply.delay + self.delay) if self.delay else reply
 
 
-# --- python -m awty.testing.receiver --------------------------------------------------------
-def main(argv: list[str] | None = None) -> None:
-    """Serve on 127.0.0.1 and print each callback with the answer given (see --help)."""
+# --- awty receiver / python -m awty.testing.receiver ----------------------------------------
+def main(argv: list[str] | None = None, prog: str = "python -m awty.testing.receiver") -> None:
+    """Serve on 127.0.0.1 and print each callback with the answer given (see --help). Started
+    from a terminal it runs until stopped; from a script it stops by itself after
+    ``--lifetime`` (600 s): a forgotten background receiver does not hold its port forever."""
     import argparse
     import signal
     import sys
 
-    p = argparse.ArgumentParser(
-        prog="python -m awty.testing.receiver",
+    class Parser(argparse.ArgumentParser):
+        def format_usage(self) -> str:
+            return super().format_usage().replace("usage: ", "Usage: ", 1)
+
+        def format_help(self) -> str:
+            return super().format_help().replace("usage: ", "Usage: ", 1)
+
+        def error(self, message: str) -> NoReturn:
+            # one line, as every awty command says a bad input
+            self.exit(2, f"{self.prog}: {message}  (see --help)\n")
+
+    p = Parser(
+        prog=prog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="A receiver for awty's callbacks on 127.0.0.1: prints each one (job, check, "
-                    "attempt, payload, signature) with the answer it gave, and stops by itself "
-                    "after --lifetime seconds.",
-        epilog="example:\n  python -m awty.testing.receiver --port 8080 --answer /flaky=500 "
+                    "attempt, payload, signature) with the answer it gave. From a terminal it "
+                    "runs until Ctrl-C; started by a script, it stops by itself after "
+                    "--lifetime seconds (600).",
+        epilog=f"example (in a second terminal):\n  {prog} --port 8080 --answer /flaky=500 "
                "--answer /flaky=204 \\\n      --secret \"$AWTY_SIGNING_SECRET\"\n"
                "  awty add http://127.0.0.1:8080/flaky --in 1m")
     p.add_argument("--port", type=int, default=0, help="default: a free one")
     p.add_argument("--port-file", help="write the port here once listening")
-    p.add_argument("--lifetime", type=float, default=600,
-                   help="seconds before it stops itself (default 600)")
+    p.add_argument("--lifetime", type=float, default=None,
+                   help="seconds before it stops itself (default: until Ctrl-C from a "
+                        "terminal, else 600)")
     p.add_argument("--answer", action="append", default=[], metavar="PATH=STATUS[ BODY]",
                    help="answer PATH with STATUS (and BODY, JSON or text); repeat a PATH for "
                         "a sequence whose last answer repeats. Others get 200.")
@@ -277,8 +296,10 @@ def main(argv: list[str] | None = None) -> None:
         if not a.port:
             p.error("--constant needs --port")
         serve_constant(a.port, status=a.constant, reuse_port=a.reuse_port, parent=a.parent,
-                       lifetime=a.lifetime)
+                       lifetime=600 if a.lifetime is None else a.lifetime)
         return
+    lifetime = a.lifetime if a.lifetime is not None else \
+        None if sys.stdin.isatty() else SCRIPTED_LIFETIME
     try:
         answers = _answers(a.answer)
     except ValueError as e:
@@ -287,13 +308,15 @@ def main(argv: list[str] | None = None) -> None:
     def show(req: Request, reply: Reply) -> None:
         print(_describe(req, reply, a.secret), flush=True)
 
-    with Receiver(a.port, on_reply=None if a.quiet else show, lifetime=a.lifetime) as rx:
+    with Receiver(a.port, on_reply=None if a.quiet else show, lifetime=lifetime) as rx:
         for path, replies in answers.items():
             rx.script(path, *replies)
         if a.port_file:
             _write_port(a.port_file, rx.port)
         else:
-            print(f"listening on {rx.url()}", file=sys.stderr, flush=True)
+            until = "until Ctrl-C" if lifetime is None else \
+                f"stops by itself after {lifetime:g}s (--lifetime)"
+            print(f"listening on {rx.url()}: {until}", file=sys.stderr, flush=True)
         try:
             while rx.running:
                 time.sleep(0.2)
