@@ -182,7 +182,8 @@ def main(argv: list[str]) -> int:
             ("warm-up", b.warm_up, ()),
             ("ceiling", partial(ceiling.run, b), ("ceiling",)),
             ("cli", partial(cli.run, b), ("add_median", "add_p90")),
-            ("batch", partial(batch.run, b), ("add_many", "add_batch")),
+            ("batch", partial(batch.run, b), ("add_many", "add_batch", "add_bare",
+                                              "add_many_bare", "add_batch_bare")),
             ("slot", partial(slot.run, b), ("slot", "bare", "requests", "slot_purge",
                                             "slot_raised", "ratio_bare", "ratio_requests")),
             ("clislot", partial(clislot.run, b), (
@@ -315,6 +316,8 @@ def _peers(a: argparse.Namespace, argv: list[str], base: Path, workdir: Path) ->
 _SKIPPED_LABELS = {
     "add_median": "awty add (CLI) median wall", "add_p90": "awty add (CLI) p90 wall",
     "add_many": "add_many (library)", "add_batch": "add --batch FILE (CLI)",
+    "add_bare": "bare SQLite executemany, same rows", "add_many_bare": "add_many / bare",
+    "add_batch_bare": "add --batch / bare",
     "slot": "run-slot end to end (library)", "bare": "bare asyncio+httptools reference",
     "requests": "requests.Session pool reference",
     "slot_purge": "run-slot, then until its retired slot directory is deleted",

@@ -121,3 +121,21 @@ def requests_reference(jobs: list, attempt, port: int, threads: int) -> tuple[fl
     with concurrent.futures.ThreadPoolExecutor(threads) as ex:
         ok = sum(ex.map(post, jobs))
     return time.perf_counter() - t0, ok
+
+
+def bare_sqlite_insert(db, rows: list[tuple]) -> float:
+    """The floor under ``add_many``: these rows (``future_job`` rows exactly as awty stored
+    them) inserted into the same schema by a minimal script: one connection with the store's
+    journal settings (WAL, synchronous NORMAL), one transaction, ``executemany``. No
+    validation, no ids, no envelopes. Returns seconds, connect and close included."""
+    import sqlite3
+
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(str(db), isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(f"INSERT INTO future_job VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    conn.execute("COMMIT")
+    conn.close()
+    return time.perf_counter() - t0

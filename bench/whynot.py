@@ -39,6 +39,10 @@ _ADD = (
 WHY: dict[str, str] = {
     "add_many": _ADD,
     "add_batch": _ADD + " `add --batch` adds reading and parsing the JSON lines.",
+    "add_many_bare": "The bare script inserts finished rows; add_many also validates each spec, "
+    "makes its id, orders the batch and writes its envelopes (see add_many).",
+    "add_batch_bare": "As add_many / bare, plus the CLI's start-up and reading and parsing the "
+    "JSON lines.",
     "ratio_bare": _RUN + " At 10,000 jobs the store process starts after the first full "
     "claim, so part of the run is still on one core.",
     "cli_rate": _RUN,
