@@ -171,15 +171,23 @@ class Awty:
         on PostgreSQL, create or migrate the schema instead of the database and tree.
         Returns what was created. A database URL (and schema) given by flag or environment is
         written into awty.toml, so that the next command and cron's runs find it; one that
-        awty.toml names otherwise is refused (``InvalidInput``) before anything is made."""
+        awty.toml names otherwise is refused (``InvalidInput``) before anything is made.
+        Callbacks are signed by default: a home with no secret configured gets a fresh one in
+        ``home/signing.secret`` (0600; one already there is kept) and ``signing_secret_file``
+        pointing at it. On PostgreSQL only the init that creates the cluster writes one: the
+        other hosts must sign with the same secret, so they are told to copy it."""
         from . import homeconfig
 
         keep = self._unkept_database_settings()
+        secret_file = self._unsigned_home_secret()
+        if secret_file is not None:
+            keep["signing_secret_file"] = str(secret_file)
         homeconfig.conflicts(self.home, keep)
         made = []
         if not self.home.exists():
             made.append(str(self.home))
         ensure_home(self.home)
+        first = False  # the init that creates a PostgreSQL cluster's settings
         if self.on_postgres and self._store is None:
             from .errors import StoreError
 
@@ -191,26 +199,59 @@ class Awty:
                 store = self._store = open_store(self, mode="init")
                 made.append(self.where)
             if "settings" not in store.meta():  # the first init: this host's are the cluster's
+                first = True
                 store.set_cluster(config_mod.cluster_values(self.settings), now=self.clock.now())
             self._opened(store)
         elif not self.db_path.exists():
             made.append(str(self.db_path))
         _ = self.store
+        if secret_file is not None:
+            self._write_secret(secret_file, keep, made, first or not self.on_postgres)
         cfg = self.home / config_mod.CONFIG_NAME
         done = homeconfig.keep(self.home, keep)  # never over the operator's lines, nor a link
         if done == "created":
             made.append(str(cfg))
         if done in ("created", "added", "kept"):
             self.sources.update({k: str(cfg) for k in keep})
+            if "signing_secret_file" in keep:  # this Awty signs from now on, as later ones
+                self.settings = self.settings.replace(
+                    signing_secret_file=keep["signing_secret_file"])
         elif keep:
             lines = "; ".join(config_mod.toml_line(k, config_mod.redact(v) if
                                                    k == "database_url" else v)
                               for k, v in keep.items())
+            lost = "will not find the database" if "database_url" in keep else \
+                "will send callbacks unsigned"
             self.notes.append(f"{cfg} is not a file awty rewrites: add {lines} to it, or "
-                              "the next command (and cron) will not find the database")
+                              f"the next command (and cron) {lost}")
         if self.tree is not None:
             (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
         return made
+
+    def _unsigned_home_secret(self) -> Path | None:
+        """Where init puts this home's signing secret: None when one is configured already
+        (``signing_secret_file``, or ``AWTY_SIGNING_SECRET``, which wins over any file)."""
+        from .signing import ENV_VAR
+
+        if self.settings.signing_secret_file or self.env.get(ENV_VAR):
+            return None
+        return self.home / config_mod.SECRET_NAME
+
+    def _write_secret(self, path: Path, keep: dict[str, Any], made: builtins.list[str],
+                      may_create: bool) -> None:
+        """A fresh secret at ``path`` unless one is there (kept as it is); on a PostgreSQL
+        host that did not create the cluster, a note instead: a secret of its own would sign
+        its callbacks with a key the receiver does not have."""
+        from .signing import write_new_secret
+
+        if not may_create and not os.path.lexists(path):
+            del keep["signing_secret_file"]
+            self.notes.append(
+                f"callbacks from this host go unsigned: copy {config_mod.SECRET_NAME} from "
+                f"the host that ran the first `awty init` to {path} (chmod 600), then run "
+                "`awty init` again")
+        elif write_new_secret(path):
+            made.append(str(path))
 
     def _unkept_database_settings(self) -> dict[str, Any]:
         """The database settings awty.toml does not hold yet, when a flag or AWTY_* gave them
@@ -670,12 +711,15 @@ class Awty:
                               "kind")
             settings = settings.replace(runner_kinds=tuple(k.value for k in Kind))
         return Runner(store=self.store, tree=self.tree, settings=settings, clock=self.clock,
-                      secret=self._load_secret, log=self.logger, on_event=self.on_event)
+                      secret=self.signing_secrets, log=self.logger, on_event=self.on_event)
 
-    def _load_secret(self) -> bytes | None:
-        from .signing import load_secret
+    def signing_secrets(self) -> tuple[bytes, ...]:
+        """The keys callbacks are signed with (``AWTY_SIGNING_SECRET``, else the file
+        ``signing_secret_file`` names, one secret a line); () when unsigned. Raises
+        InvalidInput when the secret cannot be read or is malformed (never showing it)."""
+        from .signing import load_secrets
 
-        return load_secret(self.settings, self.env)
+        return load_secrets(self.settings, self.env)
 
     def current_slot(self) -> datetime:
         """The slot ``now`` falls in."""

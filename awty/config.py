@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONFIG_NAME = "awty.toml"
+SECRET_NAME = "signing.secret"  # the secret `awty init` writes when none is configured
 
 
 # Every setting: (name, default, what the awty.toml template says of it, and the TOML text of
@@ -41,7 +42,8 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("allowed_callbacks", (), "URL prefixes callbacks must start with (empty: any http(s) URL)",
      '["https://hooks.example.com/"]'),
     ("deny_private_networks", False, "true refuses loopback and private ranges too", None),
-    ("signing_secret_file", None, "a 0600 file holding whsec_… (or AWTY_SIGNING_SECRET)",
+    ("signing_secret_file", None, "a 0600 file of whsec_… secrets, one a line (init writes "
+     "one; or AWTY_SIGNING_SECRET)",
      '"/etc/awty/secret"'),
     ("notify_command", None, "shell command run when a cron run has failures",
      """'mail -s "$1" me@example.com'"""),

@@ -96,7 +96,7 @@ class CatchupSummary:
 
 class Runner:
     def __init__(self, *, store: Store, tree: SlotTree | None, settings: Settings, clock: Clock,
-                 secret: Callable[[], bytes | None] = lambda: None,
+                 secret: Callable[[], tuple[bytes, ...]] = tuple,
                  log: Callable[[], Logger] | None = None,
                  on_event: OnEvent | None = None):
         self.store = store
@@ -106,7 +106,7 @@ class Runner:
         self.s = settings
         self.clock = clock
         self._load_secret = secret
-        self._secret: bytes | None = None
+        self._secret: tuple[bytes, ...] = ()
         self._secret_loaded = False
         # the log, opened at its first line: its imports and file checks are not the first
         # callback's to wait on
@@ -152,8 +152,8 @@ class Runner:
             self.store.note_runner(socket.gethostname(), os.getpid(), self.s.runner_kinds, now)
             self._noted = True
 
-    def secret(self) -> bytes | None:
-        """The signing secret, loaded (and validated) once per runner."""
+    def secret(self) -> tuple[bytes, ...]:
+        """The signing secrets (none: unsigned), loaded (and validated) once per runner."""
         if not self._secret_loaded:
             self._secret = self._load_secret()
             self._secret_loaded = True

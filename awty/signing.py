@@ -3,7 +3,9 @@
 A secret is written ``whsec_<base64>``. A message is signed as
 ``v1,<base64 HMAC-SHA256(secret, f"{msg_id}.{timestamp}.".encode() + body)>`` and sent in the
 ``webhook-signature`` header beside ``webhook-id`` and ``webhook-timestamp``; a receiver built
-with the ``standardwebhooks`` library verifies it unchanged.
+with the ``standardwebhooks`` library verifies it unchanged. A secret file may hold several
+secrets, one a line (a rotation in progress): the header then carries one signature for each,
+space-separated, and a receiver holding any one of them accepts.
 
 The secret is never printed, logged or put in an error message.
 """
@@ -16,13 +18,15 @@ import hashlib
 import hmac
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .errors import InvalidInput
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .config import Settings
 
 PREFIX = "whsec_"
@@ -84,19 +88,41 @@ def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + _b2a(h.digest(), newline=False).decode("ascii")
 
 
-def load_secret(settings: Settings, env: Mapping[str, str] | None = None) -> bytes | None:
-    """The signing key: ``AWTY_SIGNING_SECRET`` wins, else ``settings.signing_secret_file``
-    (which must not be readable by group or others), else None (callbacks go unsigned)."""
+def parse_secrets(text: str) -> tuple[bytes, ...]:
+    """Secrets one a line (blank lines and ``#`` comments skipped) -> their key bytes, in
+    order. Raises InvalidInput naming the bad line (never its text)."""
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)]
+    lines = [(n, line) for n, line in lines if line and not line.startswith("#")]
+    if not lines:
+        raise InvalidInput("signing secret is empty (expected whsec_<base64>)")
+    keys = []
+    for n, line in lines:
+        try:
+            keys.append(parse_secret(line))
+        except InvalidInput as e:
+            raise InvalidInput(f"line {n}: {e}" if len(lines) > 1 else str(e)) from None
+    return tuple(keys)
+
+
+def signatures(secrets: tuple[bytes, ...], msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value: one ``v1,…`` per secret, space-separated."""
+    return " ".join(sign(k, msg_id, timestamp, body) for k in secrets)
+
+
+def load_secrets(settings: Settings, env: Mapping[str, str] | None = None) -> tuple[bytes, ...]:
+    """The signing keys: ``AWTY_SIGNING_SECRET`` wins, else ``settings.signing_secret_file``
+    (which must not be readable by group or others), else none (callbacks go unsigned).
+    Either may hold several secrets, one a line: each callback is signed with every one."""
     env = os.environ if env is None else env
     text = env.get(ENV_VAR)
     if text:
         try:
-            return parse_secret(text)
+            return parse_secrets(text)
         except InvalidInput as e:
             raise InvalidInput(f"{ENV_VAR}: {e}") from None
     path = getattr(settings, "signing_secret_file", None)
     if not path:
-        return None
+        return ()
     path = os.path.expanduser(path)
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -120,7 +146,7 @@ def load_secret(settings: Settings, env: Mapping[str, str] | None = None) -> byt
     finally:
         os.close(fd)
     try:
-        return parse_secret(raw.decode("utf-8"))
+        return parse_secrets(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InvalidInput(f"signing_secret_file {path}: not text (expected whsec_<base64>)") \
             from None
@@ -128,11 +154,20 @@ def load_secret(settings: Settings, env: Mapping[str, str] | None = None) -> byt
         raise InvalidInput(f"signing_secret_file {path}: {e}") from None
 
 
-def verify(secret: bytes, headers: Mapping[str, str], body: bytes, now: datetime,
-           tolerance: float = 300) -> None:
+def write_new_secret(path: Path) -> bool:
+    """Create ``path`` (0600) holding a fresh secret; False when anything is there already
+    (a secret the operator keeps: never replaced)."""
+    from .safeio import write_new
+
+    return write_new(path, (new_secret() + "\n").encode(), 0o600)
+
+
+def verify(secret: bytes | Iterable[bytes], headers: Mapping[str, str], body: bytes,
+           now: datetime, tolerance: float = 300) -> None:
     """Check a received webhook: the three ``webhook-*`` headers (any case), a timestamp within
-    ``tolerance`` seconds of ``now``, and at least one matching ``v1`` signature among the
-    space-separated ones. Raises InvalidInput saying what is wrong; returns None when good."""
+    ``tolerance`` seconds of ``now``, and at least one ``v1`` signature among the
+    space-separated ones matching the secret (or any of several: a receiver's own rotation).
+    Raises InvalidInput saying what is wrong; returns None when good."""
     lower = {str(k).lower(): v for k, v in headers.items()}
     for name in ("webhook-id", "webhook-timestamp", "webhook-signature"):
         if not lower.get(name):
@@ -149,10 +184,12 @@ def verify(secret: bytes, headers: Mapping[str, str], body: bytes, now: datetime
         raise InvalidInput(f"timestamp too old ({age:.0f}s ago; tolerance {tolerance:g}s)")
     if -age > tolerance:
         raise InvalidInput(f"timestamp too new ({-age:.0f}s ahead; tolerance {tolerance:g}s)")
-    h = _keyed(secret).copy()
-    h.update(f"{msg_id}.{ts}.".encode())
-    h.update(body)
-    expected = h.digest()
+    expected = []
+    for key in (secret,) if isinstance(secret, bytes) else secret:
+        h = _keyed(key).copy()
+        h.update(f"{msg_id}.{ts}.".encode())
+        h.update(body)
+        expected.append(h.digest())
     seen_v1 = False
     for item in str(lower["webhook-signature"]).split():
         version, sep, sig = item.partition(",")
@@ -163,7 +200,7 @@ def verify(secret: bytes, headers: Mapping[str, str], body: bytes, now: datetime
             given = base64.b64decode(sig, validate=True)
         except (binascii.Error, ValueError):
             continue
-        if hmac.compare_digest(expected, given):
+        if any(hmac.compare_digest(e, given) for e in expected):
             return None
     if not seen_v1:
         raise InvalidInput("signature mismatch (no v1 signature in webhook-signature)")

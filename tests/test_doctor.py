@@ -378,6 +378,17 @@ def test_secret_file_readable_by_others_is_chmod_on_repair(home, clock, tmp_path
         assert doctor(a).get("secret").ok
 
 
+def test_unsigned_callbacks_are_a_warning(a, home, clock):
+    f = doctor(a).get("secret")
+    assert f.ok and f.status == "warning"
+    assert f.detail.startswith("none configured: callbacks go unsigned")
+    res = CliRunner().invoke(app, ["init", "--home", str(home)])  # writes one
+    assert res.exit_code == 0, res.stderr
+    with Awty(home, clock=clock, env={}) as signed:
+        f = doctor(signed).get("secret")
+    assert f.status == "ok" and f.detail == f"loaded from {home / 'signing.secret'}"
+
+
 # --- database ------------------------------------------------------------------------------
 def _set_user_version(db: Path, v: int) -> None:
     conn = sqlite3.connect(db)

@@ -103,7 +103,8 @@ def test_init_keeps_the_url_and_every_command_after_finds_it(tmp_path, pg):
                   env={"AWTY_DATABASE_SCHEMA": schema})).stdout
     assert f"database_url in {home / 'awty.toml'}" in out
     kept = tomllib.loads((home / "awty.toml").read_text())
-    assert kept == {"database_url": url, "database_schema": schema}
+    assert kept == {"database_url": url, "database_schema": schema,
+                    "signing_secret_file": str(home / "signing.secret")}  # the cluster's first
     # no flag, no variable from here on: awty.toml alone points at PostgreSQL
     ok(awty("add", "https://example.com/hook", "--in", "2h", "--home", str(home)))
     for command in (["list"], ["slots"], ["stats"], ["history"], ["run-slot"], ["catchup"],
@@ -124,7 +125,8 @@ def test_init_adds_the_url_below_the_operators_own_lines(tmp_path, pg):
     text = (home / "awty.toml").read_text()
     assert text.startswith("# mine\nresolution = 5\n")
     assert tomllib.loads(text) == {"resolution": 5, "database_url": url,
-                                   "database_schema": schema}
+                                   "database_schema": schema,
+                                   "signing_secret_file": str(home / "signing.secret")}
     again = awty("init", "--home", str(home), "--database-url", url + "_other",
                  env={"AWTY_DATABASE_SCHEMA": schema})
     assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr

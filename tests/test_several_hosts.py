@@ -90,11 +90,18 @@ def test_a_newcomer_follows_the_steps_on_two_hosts(tmp_path, pg_database, schema
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"][extra]
     assert {d.split(">=")[0] for d in deps} == {"psycopg[binary]", "psycopg-pool"}
-    # 2. each host, once: the first creates the schema
+    # 2. each host, once: the first creates the schema and the cluster's signing secret,
+    # which the next host's home gets (0600) before its init
     for home in (host_a, host_b):
-        run(init[0], home)
+        if home is host_b:
+            home.mkdir(mode=0o700)
+            (home / "signing.secret").write_bytes((host_a / "signing.secret").read_bytes())
+            (home / "signing.secret").chmod(0o600)
+        done = run(init[0], home)
+        assert "unsigned" not in done.stderr, done.stderr
         kept = tomllib.loads((home / "awty.toml").read_text())
-        assert kept == {"database_url": url, "database_schema": schema}
+        assert kept == {"database_url": url, "database_schema": schema,
+                        "signing_secret_file": str(home / "signing.secret")}
     # 3. host A runs the slots
     run(cron[0], host_a)
     table = fake_crontab.read_text()
@@ -110,6 +117,7 @@ def test_a_newcomer_follows_the_steps_on_two_hosts(tmp_path, pg_database, schema
     assert fired.returncode == 0, fired.stderr
     [request] = rx.requests("/hooks/order")
     assert json.loads(request.body)["payload"] == {"order": 42}
+    assert request.signature_error((host_b / "signing.secret").read_text().strip()) is None
     assert not (host_a / "awty.db").exists() and not (host_b / "awty.db").exists()
     # 5. doctor on the runner host: all good
     checked = run(doctor[0], host_a, env={"AWTY_NOW": FIRE_AT})

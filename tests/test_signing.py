@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from freezegun import freeze_time
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from typer.testing import CliRunner
 
 from awty import signing
+from awty.api import Awty
+from awty.cli import app
 from awty.config import Settings
 from awty.errors import InvalidInput
 
@@ -137,21 +142,21 @@ def test_load_secret_env_wins(tmp_path):
     f = tmp_path / "secret"
     f.write_text(signing.new_secret())
     f.chmod(0o600)
-    got = signing.load_secret(Settings(signing_secret_file=str(f)),
-                              {"AWTY_SIGNING_SECRET": SECRET_TEXT})
-    assert got == KEY
+    got = signing.load_secrets(Settings(signing_secret_file=str(f)),
+                               {"AWTY_SIGNING_SECRET": SECRET_TEXT})
+    assert got == (KEY,)
 
 
 def test_load_secret_from_file(tmp_path):
     f = tmp_path / "secret"
     f.write_text(SECRET_TEXT + "\n")
     f.chmod(0o600)
-    assert signing.load_secret(Settings(signing_secret_file=str(f)), {}) == KEY
+    assert signing.load_secrets(Settings(signing_secret_file=str(f)), {}) == (KEY,)
 
 
 def test_load_secret_none_when_unconfigured():
-    assert signing.load_secret(Settings(), {}) is None
-    assert signing.load_secret(Settings(), {"AWTY_SIGNING_SECRET": ""}) is None
+    assert signing.load_secrets(Settings(), {}) == ()
+    assert signing.load_secrets(Settings(), {"AWTY_SIGNING_SECRET": ""}) == ()
 
 
 @pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660])
@@ -160,22 +165,22 @@ def test_load_secret_refuses_group_or_other_readable_file(tmp_path, mode):
     f.write_text(SECRET_TEXT)
     f.chmod(mode)
     with pytest.raises(InvalidInput) as e:
-        signing.load_secret(Settings(signing_secret_file=str(f)), {})
+        signing.load_secrets(Settings(signing_secret_file=str(f)), {})
     assert "chmod 600" in str(e.value)
     assert SECRET_TEXT not in str(e.value) and SECRET_TEXT[6:] not in str(e.value)
 
 
 def test_load_secret_missing_or_malformed_file(tmp_path):
     with pytest.raises(InvalidInput, match="cannot read"):
-        signing.load_secret(Settings(signing_secret_file=str(tmp_path / "nope")), {})
+        signing.load_secrets(Settings(signing_secret_file=str(tmp_path / "nope")), {})
     f = tmp_path / "secret"
     f.write_text("whsec_%%%%")
     os.chmod(f, 0o600)
     with pytest.raises(InvalidInput, match="not valid base64") as e:
-        signing.load_secret(Settings(signing_secret_file=str(f)), {})
+        signing.load_secrets(Settings(signing_secret_file=str(f)), {})
     assert "%%%%" not in str(e.value)
     with pytest.raises(InvalidInput, match="AWTY_SIGNING_SECRET"):
-        signing.load_secret(Settings(), {"AWTY_SIGNING_SECRET": "whsec_%%%%"})
+        signing.load_secrets(Settings(), {"AWTY_SIGNING_SECRET": "whsec_%%%%"})
 
 
 # --- awty verify ------------------------------------------------------------------------------
@@ -185,23 +190,138 @@ def saved(req) -> bytes:
     return f"POST {req.path} HTTP/1.1\r\n{head}\r\n".encode() + req.body
 
 
+def fire_one(home, clock, rx, path: str, env: dict | None = None, backend=None):
+    """Add a job for ``rx``'s ``path`` and run its slot: (the job, the request received)."""
+    a = Awty(home, clock=clock, env=env or {}, **(backend.kw if backend else {}))
+    try:
+        job = a.add(rx.url(path), in_="1m").job
+        clock.set(job.next_check_at)
+        a.run_slot()
+    finally:
+        a.close()
+    (req,) = rx.requests(path)
+    return job, req
+
+
+def receiver_accepts(secret_text: str, req) -> bool:
+    """What a receiver using the reference library says, at the time the request was sent."""
+    at = datetime.fromtimestamp(int(req.headers["webhook-timestamp"]), UTC)
+    with freeze_time(at):
+        try:
+            Webhook(secret_text).verify(req.body, req.headers)
+        except WebhookVerificationError:
+            return False
+    return True
+
+
+def cli(*args: str, env: dict | None = None):
+    return CliRunner().invoke(app, list(args), env=env)
+
+
 def test_verify_command_names_the_job_and_its_check(tmp_path, home, clock, rx):
-    from freezegun import freeze_time
-    from typer.testing import CliRunner
-
-    from awty.api import Awty
-    from awty.cli import app
-
-    a = Awty(home, clock=clock, env={"AWTY_SIGNING_SECRET": SECRET_TEXT})
-    job = a.add(rx.url("/v"), in_="1m").job
-    clock.set(job.next_check_at)
-    a.run_slot()
-    a.close()
-    (req,) = rx.requests("/v")
+    job, req = fire_one(home, clock, rx, "/v", {"AWTY_SIGNING_SECRET": SECRET_TEXT})
     dump = tmp_path / "request.http"
     dump.write_bytes(saved(req))
     with freeze_time(clock.now()):
-        res = CliRunner().invoke(app, ["verify", str(dump)],
-                                 env={"AWTY_SIGNING_SECRET": SECRET_TEXT})
+        res = cli("verify", str(dump), env={"AWTY_SIGNING_SECRET": SECRET_TEXT})
     assert res.exit_code == 0, res.stderr
     assert res.stdout == f"signature ok (job {job.id}, check 1; webhook-id {job.id}_1)\n"
+
+
+# --- signed by default ------------------------------------------------------------------------
+def test_a_fresh_home_signs_its_callbacks(tmp_path, home, clock, rx):
+    res = cli("init", "--home", str(home))
+    assert res.exit_code == 0, res.stderr
+    secret = home / "signing.secret"
+    assert f"created {secret}\n" in res.stdout
+    assert f"callbacks are signed with the secret in {secret}" in res.stdout
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    text = secret.read_text()
+    assert text.startswith("whsec_") and len(text.splitlines()) == 1
+    assert f'signing_secret_file = "{secret}"' in (home / "awty.toml").read_text()
+    job, req = fire_one(home, clock, rx, "/s")  # no AWTY_SIGNING_SECRET: the home's file
+    assert receiver_accepts(text.strip(), req)
+    assert not receiver_accepts(signing.new_secret(), req)
+    # awty verify reads the home's secret like every other command
+    dump = tmp_path / "request.http"
+    dump.write_bytes(saved(req))
+    with freeze_time(clock.now()):
+        res = cli("verify", str(dump), "--home", str(home))
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.startswith("signature ok (job ")
+    again = cli("init", "--home", str(home))  # a home that has its secret keeps it
+    assert again.exit_code == 0 and "created" not in again.stdout
+    assert secret.read_text() == text
+
+
+def test_init_keeps_the_secret_a_home_already_has(tmp_path, monkeypatch):
+    # the environment's secret wins over any file: none is written beside it
+    env_home = tmp_path / "env"
+    assert cli("init", "--home", str(env_home),
+               env={"AWTY_SIGNING_SECRET": SECRET_TEXT}).exit_code == 0
+    assert not (env_home / "signing.secret").exists()
+    # a configured file, wherever it is, stays the one
+    own = tmp_path / "own.secret"
+    own.write_text(SECRET_TEXT)
+    own.chmod(0o600)
+    cfg_home = tmp_path / "cfg"
+    cfg_home.mkdir(mode=0o700)
+    (cfg_home / "awty.toml").write_text(f'signing_secret_file = "{own}"\n')
+    res = cli("init", "--home", str(cfg_home))
+    assert res.exit_code == 0 and f"signed with the secret in {own}" in res.stdout
+    assert not (cfg_home / "signing.secret").exists()
+    # a signing.secret already in home (awty.toml lost its line) is kept and pointed at
+    old_home = tmp_path / "old"
+    old_home.mkdir(mode=0o700)
+    (old_home / "signing.secret").write_text(SECRET_TEXT + "\n")
+    (old_home / "signing.secret").chmod(0o600)
+    res = cli("init", "--home", str(old_home))
+    assert res.exit_code == 0 and "created" in res.stdout
+    assert (old_home / "signing.secret").read_text() == SECRET_TEXT + "\n"
+    assert "signing.secret" in (old_home / "awty.toml").read_text()
+
+
+def test_two_secrets_while_rotating_either_verifies(tmp_path, home, clock, rx):
+    old, new = signing.new_secret(), signing.new_secret()
+    secrets = tmp_path / "secrets"
+    secrets.write_text(f"# rotating: old first\n{old}\n\n{new}\n")
+    secrets.chmod(0o600)
+    home.mkdir(mode=0o700)
+    (home / "awty.toml").write_text(f'signing_secret_file = "{secrets}"\n')
+    job, req = fire_one(home, clock, rx, "/r")
+    assert len(req.headers["webhook-signature"].split(" ")) == 2
+    assert receiver_accepts(old, req) and receiver_accepts(new, req)
+    assert not receiver_accepts(signing.new_secret(), req)
+    at = datetime.fromtimestamp(int(req.headers["webhook-timestamp"]), UTC)
+    signing.verify(signing.parse_secrets(new), req.headers, req.body, at)
+    with pytest.raises(InvalidInput, match="signature mismatch"):
+        signing.verify([signing.parse_secret(signing.new_secret())], req.headers, req.body, at)
+
+
+def test_parse_secrets_one_a_line():
+    assert signing.parse_secrets(f"{SECRET_TEXT}\n\n# next\n  {SECRET_TEXT}  \n") == (KEY, KEY)
+    with pytest.raises(InvalidInput, match="line 2: signing secret is not valid base64") as e:
+        signing.parse_secrets(f"{SECRET_TEXT}\nwhsec_%%%%\n")
+    assert "%%%%" not in str(e.value)
+    with pytest.raises(InvalidInput, match="empty"):
+        signing.parse_secrets("# nothing but a comment\n\n")
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_on_postgres_only_the_first_init_writes_a_secret(tmp_path, backend, clock, rx):
+    """Every host must sign with the same secret: the cluster's first init writes it, the
+    others say to copy it (a secret of their own would not verify at the receiver)."""
+    a, b = tmp_path / "host-a", tmp_path / "host-b"
+    first = cli("init", "--home", str(a), *backend.args, env=backend.env)
+    assert first.exit_code == 0, first.stderr
+    assert (a / "signing.secret").exists()
+    other = cli("init", "--home", str(b), *backend.args, env=backend.env)
+    assert other.exit_code == 0, other.stderr
+    assert not (b / "signing.secret").exists()
+    assert "callbacks from this host go unsigned: copy signing.secret from the host that " \
+           "ran the first `awty init`" in other.stderr
+    (b / "signing.secret").write_bytes((a / "signing.secret").read_bytes())
+    (b / "signing.secret").chmod(0o600)
+    assert cli("init", "--home", str(b), *backend.args, env=backend.env).stderr == ""
+    job, req = fire_one(b, clock, rx, "/pg", env=backend.env, backend=backend)
+    assert receiver_accepts((a / "signing.secret").read_text().strip(), req)

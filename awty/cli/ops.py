@@ -24,7 +24,9 @@ commands = new_app()
 @commands.command()
 @reports_errors
 def init(home: Home = None) -> None:
-    """Create awty's home (0700), database (0600), slot tree and a commented awty.toml.
+    """Create awty's home (0700), database (0600), slot tree, a commented awty.toml and,
+    unless one is configured, a signing secret (signing.secret, 0600) that callbacks are
+    signed with: give it to your receiver.
 
     Other commands create home on first use; init is for seeing where things live. With a
     PostgreSQL database URL, init creates (or migrates) the schema: run it once, from any host.
@@ -36,6 +38,9 @@ def init(home: Home = None) -> None:
     r.out(f"awty home is {a.home}" + ("" if made else " (already set up)"))
     if a.on_postgres:
         r.out(f"jobs are in {a.where} (database_url in {a.sources.get('database_url')})")
+    if a.settings.signing_secret_file:
+        r.out(f"callbacks are signed with the secret in {a.settings.signing_secret_file} "
+              "(your receiver verifies with it)")
     r.out("next: `awty crontab --install` so that cron runs the slots")
 
 

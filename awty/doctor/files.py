@@ -85,17 +85,21 @@ def check_config(home: Path, env: dict[str, str]) -> Finding:
 
 def check_secret(ctx: Ctx) -> Finding:
     """The signing secret is loaded (never shown) to prove it parses and is private."""
-    from ..signing import ENV_VAR, load_secret
+    from ..signing import ENV_VAR, load_secrets
 
     path = ctx.a.settings.signing_secret_file
     if not ctx.env.get(ENV_VAR) and not path:
-        return Finding("secret", True, "none configured: callbacks go unsigned")
+        # a receiver cannot tell awty's callbacks from anyone's
+        return Finding("secret", True, "none configured: callbacks go unsigned (`awty init` "
+                       "writes one to <home>/signing.secret)", warning=True)
     try:
-        load_secret(ctx.a.settings, ctx.env)
+        keys = load_secrets(ctx.a.settings, ctx.env)
     except InvalidInput as e:
         full = Path(os.path.expanduser(path)) if path else None
         if ctx.env.get(ENV_VAR) or full is None or "readable by group" not in str(e):
             return Finding("secret", False, str(e))
         return check_mode(full, 0o600, "secret", ctx.repair, [full])
     source = ENV_VAR if ctx.env.get(ENV_VAR) else path
-    return Finding("secret", True, f"loaded from {source}")
+    several = f" ({len(keys)} secrets: each callback signed with every one)" \
+        if len(keys) > 1 else ""
+    return Finding("secret", True, f"loaded from {source}{several}")

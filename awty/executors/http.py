@@ -339,11 +339,13 @@ class HttpExecutor:
     """Runs ``http`` jobs. Create it inside the event loop that will run it (or let it bind to
     the running loop on the first ``run``); call ``close`` once after the last ``run``."""
 
-    def __init__(self, settings: Settings, clock: Clock, secret: bytes | None,
+    def __init__(self, settings: Settings, clock: Clock,
+                 secret: bytes | tuple[bytes, ...] | None,
                  user_agent: str = f"awty/{__version__}", env: Mapping[str, str] | None = None):
         self._settings = settings
         self._clock = clock
-        self._secret = secret
+        # every callback carries one signature per secret (several while rotating)
+        self._secrets = (secret,) if isinstance(secret, bytes) else tuple(secret or ())
         self._fixed = (f"Content-Type: application/json\r\nUser-Agent: {user_agent}\r\n")
         if wire.HEADER_VALUE_BAD.search(user_agent):
             raise ValueError("user_agent contains control characters")
@@ -546,8 +548,8 @@ class HttpExecutor:
         if job.occurrence is not None:
             extra += f"X-Awty-Occurrence: {iso(job.occurrence)}\r\n"
         msg_id = wire.message_id(job.id, attempt.check)
-        if self._secret is not None:
-            sig = f"webhook-signature: {signing.sign(self._secret, msg_id, ts, body)}\r\n"
+        if self._secrets:
+            sig = f"webhook-signature: {signing.signatures(self._secrets, msg_id, ts, body)}\r\n"
         else:
             sig = ""
         head = (f"{t.head}Content-Length: {len(body)}\r\nwebhook-id: {msg_id}\r\n"
