@@ -608,6 +608,7 @@ def cli(home, *args):
 
 
 def test_cli_doctor_exit_codes_json_and_repair(home, fake_cron_env):
+    assert cli(home, "init").exit_code == 0  # signed: an unsigned home is a warning
     assert cli(home, "add", URL, "--in", "2h").exit_code == 0
     res = cli(home, "doctor")
     assert res.exit_code == 1, res.stdout
