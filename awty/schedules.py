@@ -86,6 +86,32 @@ def make(a: Awty, name: str, target: str, *, cron: str | None = None,
     return s, a.store.add_schedule(s, now)
 
 
+def checked(s: Schedule, *, now: datetime, resolution: int, template: Job) -> Schedule:
+    """A schedule given from outside (``awty import``) held to what ``make`` checks: its name,
+    rule (no finer than this home's slots), zone, missed policy and window; ``template``
+    already checked as a job. It takes this home's ``resolution``. Raises ``InvalidInput``
+    naming the field."""
+    if s.cron is not None and not isinstance(s.cron, str):
+        raise InvalidInput("cron: must be text")
+    if s.every is not None and (isinstance(s.every, bool) or not isinstance(s.every, int)):
+        raise InvalidInput("every: must be whole seconds")
+    if not isinstance(s.zone, str):
+        raise InvalidInput("zone: must be a zone name")
+    for k in ("next_at", "created_at"):
+        if not isinstance(getattr(s, k), datetime):
+            raise InvalidInput(f"{k}: missing")
+    rule = make_rule(cron=s.cron, every=s.every, start=s.start if s.every is not None else None,
+                     tz=s.zone, now=now)
+    check_rule(rule, now=now, resolution=resolution, max_delay=float("inf"))
+    policy = parse_missed(s.missed)
+    window = parse_window(s.window)
+    if policy is Missed.ALL:
+        check_window(rule, window)
+    return Schedule(parse_name(s.name), rule.cron, rule.every, rule.start, rule.zone,
+                    policy.value, window, resolution, template, s.next_at, s.paused_at,
+                    s.created_at)
+
+
 def _start(a: Awty, text: str, now: datetime) -> datetime:
     from .when import parse_when
 

@@ -1,11 +1,12 @@
-"""Moving a home between stores (SQLite <-> PostgreSQL): ``export`` writes JSON lines, pending
-jobs first, then history, then a last line with the counts; ``load`` checks those counts, that
+"""Moving a home between stores (SQLite <-> PostgreSQL): ``export`` writes JSON lines, the
+recurring schedules first, then pending jobs, then history, then a last line with the counts; ``load`` checks those counts, that
 the target holds nothing yet, and that every row arrived. The stores do the reading and writing
 (``Store.export_pending``, ``export_history``, ``import_home``); this module turns records into
 lines and back, and trusts no line: every job, pending or kept by a history row, goes through
 the checks of ``add`` (``jobspec.rebuild``: its id names a file; its target, payload and kind
 are what a runner will act on), exec and python jobs only when the import allows them
-(``Trust``), and every history row's fields are checked (``Trust.history``). Executions (the
+(``Trust``), every history row's fields are checked (``Trust.history``), and every schedule
+as ``awty schedule add`` checks it, its template as a job (``Trust.schedule``). Executions (the
 per-attempt log) are not moved.
 
 A job in flight at export is written as pending: stop the runners before moving a home, or its
@@ -23,7 +24,7 @@ from typing import IO, Any
 from . import jobspec
 from .config import Settings
 from .errors import InvalidInput, StoreError
-from .model import ALL_KINDS, Job, Kind, Outcome, Status
+from .model import ALL_KINDS, Job, Kind, Outcome, Schedule, Status
 from .slots import from_iso, iso
 from .slotdir import SlotTree
 from .storable import is_storable
@@ -66,6 +67,21 @@ class Trust:
     def job(self, job: Job) -> tuple[Job, str | None]:
         return jobspec.rebuild(job, now=self.now, settings=self.settings, kinds=self.kinds,
                                kind_refusal=EXEC_REFUSAL)
+
+    def schedule(self, s: Schedule) -> Schedule:
+        """A schedule checked as ``schedule add`` checks one (``schedules.checked``), its
+        template as ``job`` (so an exec template needs ``allow_exec``), at this home's
+        resolution."""
+        from .schedules import checked
+
+        if not isinstance(s.template, Job):
+            raise InvalidInput("template: must be a job document")
+        try:
+            template, _ = self.job(s.template)
+        except InvalidInput as e:
+            raise InvalidInput(f"template: {e}") from None
+        return checked(s, now=self.now, resolution=self.settings.resolution,
+                       template=template)
 
     def history(self, d: dict[str, Any]) -> dict[str, Any]:
         """A history record checked (``InvalidInput`` naming the field): its id and kind as
@@ -135,23 +151,31 @@ def _fits(v: Any, k: str) -> bool:
 class Moved:
     jobs: int
     history: int
+    schedules: int = 0  # an export made before schedules has none
 
     def to_dict(self) -> dict[str, int]:
-        return {"jobs": self.jobs, "history": self.history}
+        return {"jobs": self.jobs, "history": self.history, "schedules": self.schedules}
 
 
 def export(store: Store, out: IO[str]) -> Moved:
-    """Write the store's pending jobs and history to ``out``; memory stays flat."""
+    """Write the store's schedules, pending jobs and history to ``out``; memory stays flat
+    but for the schedules (one row each, read at once)."""
     out.write(json.dumps({"format": FORMAT}) + "\n")
     jobs = history = 0
+    schedules = store.schedules()
+    for s in schedules:
+        out.write(json.dumps({"schedule": _schedule_doc(s)}) + "\n")
     for job, fp in store.export_pending():
         out.write(json.dumps({"job": _job_doc(as_pending(job)), "fingerprint": fp}) + "\n")
         jobs += 1
     for row in store.export_history():
         out.write(json.dumps({"history": _history_doc(row)}) + "\n")
         history += 1
-    out.write(json.dumps({"end": {"jobs": jobs, "history": history}}) + "\n")
-    return Moved(jobs, history)
+    end = {"jobs": jobs, "history": history}
+    if schedules:  # an export without schedules reads as before
+        end["schedules"] = len(schedules)
+    out.write(json.dumps({"end": end}) + "\n")
+    return Moved(jobs, history, len(schedules))
 
 
 def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str],
@@ -162,19 +186,20 @@ def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str],
     nothing is written. Then all jobs and all history in one transaction, or nothing; the
     counts on the export's last line must match what was read, and the store's counts what
     was written."""
-    jobs, fps, rows, end = _read(lines, trust)
+    jobs, fps, rows, schedules, end = _read(lines, trust)
     held = store.count()
-    if held or store.history(limit=1):
+    if held or store.history(limit=1) or store.schedules():
         raise InvalidInput(f"import needs an empty store: {where} already holds "
-                           f"{held} pending job(s) or history")
-    added, n_history = store.import_home(jobs, fps, rows)
+                           f"{held} pending job(s), history or schedules")
+    added, n_history = store.import_home(jobs, fps, rows, schedules)
     made = [x.job for x in added if x.created]
     if len(made) != len(jobs):
         raise StoreError(f"import: {len(jobs)} job(s) read, {len(made)} added")
-    got = Moved(store.count(), n_history)
+    got = Moved(store.count(), n_history, len(store.schedules()))
     if got != end:
-        raise StoreError(f"import: the export lists {end.jobs} job(s) and {end.history} "
-                         f"history row(s); the store now holds {got.jobs} and {got.history}")
+        raise StoreError(f"import: the export lists {end.jobs} job(s), {end.history} "
+                         f"history row(s) and {end.schedules} schedule(s); the store now "
+                         f"holds {got.jobs}, {got.history} and {got.schedules}")
     if tree is not None:
         tree.write_many(made)
     return got
@@ -186,11 +211,12 @@ def as_pending(job: Job) -> Job:
 
 
 # --- lines <-> records -----------------------------------------------------------------------
-def _read(lines: Iterable[str], trust: Trust
-          ) -> tuple[list[Job], list[str | None], list[dict[str, Any]], Moved]:
+def _read(lines: Iterable[str], trust: Trust) -> tuple[
+        list[Job], list[str | None], list[dict[str, Any]], list[Schedule], Moved]:
     jobs: list[Job] = []
     fps: list[str | None] = []
     rows: list[dict[str, Any]] = []
+    schedules: list[Schedule] = []
     end: Moved | None = None
     for n, line in _numbered(lines):
         try:
@@ -209,20 +235,27 @@ def _read(lines: Iterable[str], trust: Trust
                 fps.append(fp)
             elif "history" in doc:
                 rows.append(trust.history(_history_from(doc["history"])))
+            elif "schedule" in doc:
+                schedules.append(trust.schedule(_schedule_from(doc["schedule"])))
             elif "end" in doc:
-                end = Moved(int(doc["end"]["jobs"]), int(doc["end"]["history"]))
+                end = Moved(int(doc["end"]["jobs"]), int(doc["end"]["history"]),
+                            int(doc["end"].get("schedules", 0)))
             else:
-                raise ValueError("neither a job, a history row nor the end line")
+                raise ValueError("neither a schedule, a job, a history row nor the end line")
         except KeyError as e:
             raise InvalidInput(f"line {n}: missing field {e}") from None
         except (ValueError, TypeError, AttributeError, RecursionError) as e:
             raise InvalidInput(f"line {n}: {e}") from None
     if end is None:
         raise InvalidInput("the export has no end line: it was cut short")
-    if (len(jobs), len(rows)) != (end.jobs, end.history):
-        raise InvalidInput(f"the export lists {end.jobs} job(s) and {end.history} history "
-                           f"row(s) but holds {len(jobs)} and {len(rows)}")
-    return jobs, fps, rows, end
+    if (len(jobs), len(rows), len(schedules)) != (end.jobs, end.history, end.schedules):
+        raise InvalidInput(f"the export lists {end.jobs} job(s), {end.history} history "
+                           f"row(s) and {end.schedules} schedule(s) but holds {len(jobs)}, "
+                           f"{len(rows)} and {len(schedules)}")
+    names = [s.name for s in schedules]
+    if len(set(names)) != len(names):
+        raise InvalidInput("schedule: a name appears twice")
+    return jobs, fps, rows, schedules, end
 
 
 def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
@@ -256,6 +289,33 @@ def _job_from(d: dict[str, Any]) -> Job:
             d[k] = _time(d[k], k)
     d["headers"] = d.get("headers") or {}
     return Job(**d)
+
+
+_SCHEDULE_TIMES = ("start", "next_at", "paused_at", "created_at")
+
+
+def _schedule_doc(s: Schedule) -> dict[str, Any]:
+    d = {k: getattr(s, k) for k in Schedule.__slots__}
+    d["template"] = _job_doc(s.template)
+    for k in _SCHEDULE_TIMES:
+        d[k] = iso(d[k]) if d[k] is not None else None
+    return d
+
+
+def _schedule_from(d: dict[str, Any]) -> Schedule:
+    """A schedule as the line gives it, unchecked (``Trust.schedule`` checks it)."""
+    unknown = set(d) - set(Schedule.__slots__)
+    if unknown:
+        raise ValueError(f"unknown schedule field(s) {sorted(unknown)}")
+    d = dict(d)
+    for k in _SCHEDULE_TIMES:
+        if d.get(k) is not None:
+            d[k] = _time(d[k], k)
+    if not isinstance(d.get("template"), dict):
+        raise ValueError("template: must be a job object")
+    d["template"] = _job_from(d["template"])
+    fields: dict[str, Any] = {k: d.get(k) for k in Schedule.__slots__}
+    return Schedule(**fields)
 
 
 def _history_doc(row: dict[str, Any]) -> dict[str, Any]:

@@ -101,3 +101,78 @@ def test_export_never_writes_over_a_file(worked_home, tmp_path):
     there.write_text("keep")
     res = runner.invoke(app, ["export", "-o", str(there), "--home", worked_home])
     assert res.exit_code == 2 and there.read_text() == "keep"
+
+
+# --- recurring schedules move with their home ------------------------------------------------
+@pytest.fixture
+def scheduled_home(tmp_path, monkeypatch, rx):
+    """A SQLite home with a live schedule (one occurrence fired, the next pending) and a
+    paused one."""
+    home = str(tmp_path / "sched-home")
+    awty(monkeypatch, "schedule", "add", "tick", rx.url("/tick"), "--cron", "*/15 * * * *",
+         "--tz", "UTC", "--payload", '{"n": 1}', "--home", home)
+    awty(monkeypatch, "schedule", "add", "daily", rx.url("/daily"), "--every", "1d",
+         "--missed", "all", "--missed-window", "3d", "--home", home)
+    awty(monkeypatch, "schedule", "pause", "daily", "--home", home)
+    awty(monkeypatch, "run-slot", "202611221015", "--home", home, now=T_RUN)
+    assert [r.headers["x-awty-occurrence"] for r in rx.requests("/tick")] == [
+        "2026-11-22T10:15:00Z"]
+    return home
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_schedules_move_to_postgresql_and_back_and_go_on(scheduled_home, backend, tmp_path,
+                                                          monkeypatch, rx):
+    first = tmp_path / "from-sqlite.jsonl"
+    res = awty(monkeypatch, "export", "-o", str(first), "--home", scheduled_home, now=T_RUN)
+    assert "exported 1 pending job(s), 2 schedule(s) and 2 history row(s)" in res.stderr
+    assert [json.loads(x)["schedule"]["name"] for x in lines(first)[1:3]] == ["daily", "tick"]
+    pg = ["--home", str(tmp_path / "pg-home"), *backend.args]
+    awty(monkeypatch, "init", *pg)
+    res = awty(monkeypatch, "import", str(first), "--json", *pg, now=T_RUN)
+    assert json.loads(res.stdout)["schedules"] == 2
+    second = tmp_path / "from-pg.jsonl"
+    awty(monkeypatch, "export", "-o", str(second), *pg, now=T_RUN)
+    assert lines(second) == lines(first)
+    listed = {s["name"]: s for s in json.loads(
+        awty(monkeypatch, "schedule", "list", "--json", *pg, now=T_RUN).stdout)}
+    assert listed["daily"]["paused"] and not listed["tick"]["paused"]
+    # the moved schedule goes on: its pending occurrence fires and makes the next, once
+    awty(monkeypatch, "run-slot", "202611221030", *pg, now="2026-11-22T10:30:05Z")
+    assert [r.headers["x-awty-occurrence"] for r in rx.requests("/tick")] == [
+        "2026-11-22T10:15:00Z", "2026-11-22T10:30:00Z"]
+    nxt = json.loads(awty(monkeypatch, "schedule", "next", "tick", "-n", "1", "--json", *pg,
+                          now="2026-11-22T10:30:05Z").stdout)
+    assert nxt[0]["occurrence"] == "2026-11-22T10:45:00Z", nxt
+    back = ["--home", str(tmp_path / "sqlite-again")]
+    awty(monkeypatch, "import", str(second), *back, now=T_RUN)
+    third = tmp_path / "back.jsonl"
+    awty(monkeypatch, "export", "-o", str(third), *back, now=T_RUN)
+    assert lines(third) == lines(first)
+
+
+@pytest.mark.parametrize("change, allow, line", [
+    ({"cron": "61 * * * *"}, False, "line 3: cron:"),
+    ({"zone": "Mars/Olympus"}, False, "line 3: tz:"),
+    ({"missed": "sometimes"}, False, "line 3: missed:"),
+    ({"name": "no spaces"}, False, "line 3: name:"),
+    ({"template": {"kind": "exec", "target": "rm -rf ~"}}, False, "line 3: template: kind:"),
+])
+def test_a_bad_schedule_line_imports_nothing(scheduled_home, tmp_path, monkeypatch, change,
+                                             allow, line):
+    dump = tmp_path / "e.jsonl"
+    awty(monkeypatch, "export", "-o", str(dump), "--home", scheduled_home, now=T_RUN)
+    text = lines(dump)
+    doc = json.loads(text[2])
+    if "template" in change:
+        doc["schedule"]["template"].update(change["template"])
+    else:
+        doc["schedule"].update(change)
+    text[2] = json.dumps(doc)
+    dump.write_text("\n".join(text) + "\n")
+    target = ["--home", str(tmp_path / "new")]
+    res = runner.invoke(app, ["import", str(dump), *target])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"awty: {line}"), res.stderr
+    assert json.loads(awty(monkeypatch, "schedule", "list", "--json", *target).stdout) == []
+    assert json.loads(awty(monkeypatch, "list", "--json", *target).stdout) == []

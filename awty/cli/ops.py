@@ -427,8 +427,7 @@ def export(
                                ) from None
         with f:
             moved = a.export(f, move_to=move)
-    r.err(f"exported {moved.jobs} pending job(s) and {moved.history} history row(s) "
-          f"from {a.where}")
+    r.err(f"exported {_moved_counts(moved)} from {a.where}")
     if move is not None:
         r.err(f"{a.where} is marked as moved to {a.moved()['to']}: its runs and adds refuse "
               "from now on")
@@ -466,5 +465,9 @@ def import_(
     if as_json:
         r.emit_json({**moved.to_dict(), "into": a.where})
     else:
-        r.out(f"imported {moved.jobs} pending job(s) and {moved.history} history row(s) "
-              f"into {a.where}")
+        r.out(f"imported {_moved_counts(moved)} into {a.where}")
+
+
+def _moved_counts(moved: Any) -> str:
+    schedules = f", {moved.schedules} schedule(s)" if moved.schedules else ""
+    return f"{moved.jobs} pending job(s){schedules} and {moved.history} history row(s)"

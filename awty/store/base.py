@@ -296,9 +296,11 @@ class Store(Protocol):
         ``import_home`` of any store takes back unchanged."""
 
     def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
-                    rows: Iterable[dict[str, Any]]) -> tuple[builtins.list[Added], int]:
-        """Insert pending jobs (as ``add`` does) and history records (as ``export_history``
-        gives them, in the order given) in one transaction: all of both, or none. Returns what
+                    rows: Iterable[dict[str, Any]], schedules: Sequence[Schedule] = ()
+                    ) -> tuple[builtins.list[Added], int]:
+        """Insert schedules (as they are: their occurrences are among ``jobs``), pending jobs
+        (as ``add`` does) and history records (as ``export_history`` gives them, in the order
+        given) in one transaction: all, or none. Returns what
         ``add`` would and how many history rows went in. The caller checked every record
         (``transfer.Trust``)."""
 

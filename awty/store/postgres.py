@@ -758,7 +758,8 @@ class PostgresStore:
             yield pg_portable.history_record(r)
 
     def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
-                    rows: Iterable[dict]) -> tuple[list[Added], int]:
+                    rows: Iterable[dict], schedules: Sequence[Schedule] = ()
+                    ) -> tuple[list[Added], int]:
         counted = [0]
 
         def values():
@@ -768,6 +769,9 @@ class PostgresStore:
         # "cannot add": a job id already stored is the Conflict ``add`` raises (``_error``)
         try:  # psycopg encodes text before it sends it: no psycopg.Error for that
             with self._tx("cannot add") as cur:
+                if schedules:
+                    cur.executemany(self.sql.schedule_insert,
+                                    [pg_schedules.schedule_to_row(s) for s in schedules])
                 added = self._add(cur, jobs, fingerprints) if jobs else []
                 self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
         except UnicodeEncodeError as e:

@@ -586,9 +586,11 @@ class SQLiteStore:
         return sqlite_portable.export_history(self.conn)
 
     def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
-                    rows: Iterable[dict[str, Any]]) -> tuple[list[Added], int]:
+                    rows: Iterable[dict[str, Any]], schedules: Sequence[Schedule] = ()
+                    ) -> tuple[list[Added], int]:
         try:
             with self._write() as c:
+                sqlite_schedules.insert(c, schedules)
                 added = add_jobs(c, jobs, fingerprints) if jobs else []
                 before = c.total_changes
                 c.executemany(INSERT_HISTORY, sqlite_portable.history_values(rows))

@@ -51,6 +51,11 @@ def every(c: sqlite3.Connection) -> list[Schedule]:
     return [row_to_schedule(r) for r in c.execute(SELECT_SCHEDULE + " ORDER BY name")]
 
 
+def insert(c: sqlite3.Connection, schedules: Sequence[Schedule]) -> None:
+    """Schedules as they are (an import: their occurrences come with the jobs)."""
+    c.executemany(_INSERT, map(schedule_to_row, schedules))
+
+
 def add(c: sqlite3.Connection, s: Schedule, now: datetime) -> Job:
     from .schedrules import occurrence_job
 
