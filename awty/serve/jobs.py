@@ -155,7 +155,7 @@ def _int(text: str | None, default: int, top: int) -> int:
     return int(text)
 
 
-def _cancel(a: Awty, job_id: str) -> dict[str, Any]:
+def cancel_one(a: Awty, job_id: str) -> dict[str, Any]:
     from ..ids import runner_label
 
     res = a.cancel([job_id])
@@ -170,7 +170,8 @@ def _cancel(a: Awty, job_id: str) -> dict[str, Any]:
 
 async def cancel_job(request: Request) -> Response:
     await authorize(request, "jobs:write")
-    return JSONResponse(await request.app.state.backend.run(_cancel, request.path_params["id"]))
+    job_id = request.path_params["id"]
+    return JSONResponse(await request.app.state.backend.run(cancel_one, job_id))
 
 
 async def run_job(request: Request) -> Response:
