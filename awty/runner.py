@@ -417,7 +417,16 @@ class Runner:
         if opts.shard:
             jobs = [j for j in jobs if shard_of(j.id, opts.shard[1]) == opts.shard[0]]
         summary.ran = len(jobs)
+        dropped: set[str] = set()
+        if any(j.schedule for j in jobs):
+            from .store.schedrules import dry_run
+
+            counts, dropped = dry_run(self.store, jobs, now)
+            for key, n in counts.items():
+                summary.count(key, n)
         for j in jobs:
+            if j.id in dropped:  # the claim would end it as skipped, never firing it
+                continue
             summary.count("misfired" if misfired(j, now, self.s, opts.misfire_grace, opts.misfire)
                           else "would_fire")
         if self.tree is not None:

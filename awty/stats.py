@@ -24,6 +24,7 @@ def compute(a: Awty, *, window: timedelta = timedelta(days=1),
     since = now - window
     st = a.store.stats(now=now, since=since, current=current_slot(now, a.settings.resolution),
                        next_slots=next_slots)
+    schedules, paused = a.store.schedule_counts()
     return {
         "now": iso(now),
         "window": {"since": iso(since), "seconds": window.total_seconds()},
@@ -45,6 +46,10 @@ def compute(a: Awty, *, window: timedelta = timedelta(days=1),
         },
         "lateness_ms": {"count": st.lateness_count, "median": st.lateness_median_ms,
                         "p99": st.lateness_p99_ms, "max": st.lateness_max_ms},
+        # "skipped": the history rows of occurrences the missed policy did not fire in the
+        # window (each row's reason counts the occurrences it stands for)
+        "schedules": {"total": schedules, "paused": paused,
+                      "skipped": st.outcomes.get("skipped", 0)},
     }
 
 

@@ -212,3 +212,31 @@ def test_schedule_help_has_examples_and_add_imports_nothing_new(home):
              "'cron_descriptor')))")
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True,
                           text=True).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("policy, line", [
+    ("once", "1 would fire, 34 missed occurrence(s) would be skipped"),
+    ("skip", "1 would end skipped (missed policy), 35 missed occurrence(s) would be skipped"),
+    ("all", "1 would fire, 34 missed occurrence(s) would fire in the next slot"),
+])
+def test_catchup_dry_run_shows_what_the_missed_policy_would_do(home, policy, line):
+    """Runners stopped 3 hours: `catchup --dry-run` says what the claim of the pending
+    occurrence would fire and skip, and changes nothing."""
+    from typer.testing import CliRunner
+
+    from awty.cli import app
+
+    def run(*args, now):
+        res = CliRunner().invoke(app, [*args, "--home", str(home)],
+                                 env={"AWTY_NOW": now, "AWTY_RESOLUTION": "1"})
+        assert res.exit_code == 0, res.stderr
+        return res.stdout
+
+    run("schedule", "add", "tick", "https://example.com/", "--cron", "*/5 * * * *", "--tz",
+        "UTC", "--missed", policy, now="2026-11-22T10:02:00Z")
+    out = run("catchup", "--dry-run", now="2026-11-22T13:00:30Z")
+    assert f"slot 202611221005: {line}" in out, out
+    with Awty(home, env={}) as a:
+        assert [j.occurrence for j in a.store.schedule_jobs("tick")] == [
+            datetime(2026, 11, 22, 10, 5, tzinfo=UTC)]
+        assert a.history() == []

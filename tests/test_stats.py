@@ -158,3 +158,21 @@ def test_cli_prune(busy, clock):
     assert res.exit_code == 2 and "--older-than" in res.stderr
     res = cli(busy.home, "prune", "--older-than", "forever", now=clock.now())
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_schedules_counted_with_their_skipped_rows(home, clock, backend):
+    """Both stores: how many schedules, how many paused, and the skipped rows of the window."""
+    from awty.api import Awty
+
+    clock.set(T0)
+    with Awty(home, clock=clock, env={}, resolution=1, **backend.kw) as a:
+        a.schedule("tick", URL, cron="*/5 * * * *", tz="UTC", missed="skip")
+        a.schedule("nightly", URL, cron="0 3 * * *", tz="UTC")
+        a.pause("nightly")
+        clock.set(T0 + timedelta(hours=1))  # runners stopped an hour: tick's occurrences missed
+        a.catchup()
+        doc = stats.compute(a)
+    assert doc["schedules"] == {"total": 2, "paused": 1, "skipped": 1}
+    res = cli(home, "stats", *backend.args, now=clock.now())
+    assert res.exit_code == 0, res.stderr
+    assert "2 (1 paused); 1 skipped row(s) in the window" in res.stdout

@@ -344,6 +344,9 @@ def _print_stats(doc: dict[str, Any], window: str, utc: bool) -> None:
          f"median {_ms(late['median'])}, p99 {_ms(late['p99'])}, max {_ms(late['max'])} "
          f"over {late['count']}"),
     ]
+    if doc["schedules"]["total"]:
+        pairs.append(("schedules", "{total} ({paused} paused); {skipped} skipped row(s) in the "
+                      "window".format(**doc["schedules"])))
     r.kv(pairs)
     if p["next_slots"]:
         r.table("next slots", ["slot", "fires", "jobs"],

@@ -173,7 +173,10 @@ def _payload(payload_json: str | None) -> str:
     return json.dumps(json.loads(payload_json)) if payload_json is not None else "null"
 
 
-_DRY_RUN = {"would_fire": "would fire", "misfired": "would end expired (misfired)"}
+_DRY_RUN = {"would_fire": "would fire", "misfired": "would end expired (misfired)",
+            "would_skip": "would end skipped (missed policy)",
+            "occurrences_skipped": "missed occurrence(s) would be skipped",
+            "missed_would_fire": "missed occurrence(s) would fire in the next slot"}
 
 
 def dry_run_outcomes(outcomes: dict[str, int]) -> str:

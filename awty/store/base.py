@@ -268,6 +268,9 @@ class Store(Protocol):
     def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
         """Each schedule's last history row: name -> (outcome, ended_at)."""
 
+    def schedule_counts(self) -> tuple[int, int]:
+        """How many schedules there are, and how many of them are paused (``stats``)."""
+
     def unarmed_schedules(self) -> builtins.list[str]:
         """The live (not paused) schedules with no job of their ``next_at`` (its job was
         cancelled by id, or lost on the way in), by name: ``doctor`` reports them and

@@ -227,6 +227,7 @@ TEXTS = {
     "schedule_move": "UPDATE {s}.schedule SET next_at = %s WHERE name = %s AND next_at = %s",
     "schedule_delete": "DELETE FROM {s}.schedule WHERE name = %s",
     "schedule_armed": "SELECT 1 FROM {s}.future_job WHERE schedule = %s AND occurrence = %s",
+    "schedule_counts": "SELECT count(*), count(paused_at) FROM {s}.schedule",
     "schedules_unarmed": "SELECT name FROM {s}.schedule s WHERE paused_at IS NULL AND NOT "
                          "EXISTS (SELECT 1 FROM {s}.future_job f WHERE f.schedule = s.name "
                          "AND f.occurrence = s.next_at) ORDER BY name",

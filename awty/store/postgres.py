@@ -697,6 +697,11 @@ class PostgresStore:
         with self._tx("cannot read schedules") as cur:
             return {n: (o, at) for n, o, at in cur.execute(self.sql.schedule_outcomes)}
 
+    def schedule_counts(self) -> tuple[int, int]:
+        with self._tx("cannot read schedules") as cur:
+            total, paused = cur.execute(self.sql.schedule_counts).fetchone()
+        return total, paused
+
     def unarmed_schedules(self) -> list[str]:
         with self._tx("cannot read schedules") as cur:
             return [name for name, in cur.execute(self.sql.schedules_unarmed)]

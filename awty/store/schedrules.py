@@ -16,6 +16,7 @@ calls ``at_claim``, and writes what it decided in the claim's own transaction:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from ..model import Job, Schedule, Status, new_id
 from ..record import Record, _draft, _seal
@@ -27,21 +28,23 @@ _ZERO = timedelta(0)
 class Rearm(Record):
     """What a store does at the claim of a schedule's pending occurrence."""
 
-    __slots__ = ("fire", "jobs", "skipped", "reason", "next_at")
+    __slots__ = ("fire", "jobs", "skipped", "reason", "next_at", "missed")
     fire: bool  # the claimed job runs; False: it ends as ``skipped`` (``reason``)
     jobs: tuple[Job, ...]  # to insert as pending: missed ones to fire, then the next
     skipped: Job | None  # ends as the ``skipped`` history row (the claimed job when not fire)
     reason: str | None
     next_at: datetime  # the schedule's new ``next_at``
+    missed: int  # occurrences that do not fire (``missed.CatchUp.skipped``)
 
     def __new__(cls, fire: bool, jobs: tuple[Job, ...], skipped: Job | None,
-                reason: str | None, next_at: datetime) -> Rearm:
+                reason: str | None, next_at: datetime, missed: int = 0) -> Rearm:
         s = _draft(cls)
         s.fire = fire
         s.jobs = jobs
         s.skipped = skipped
         s.reason = reason
         s.next_at = next_at
+        s.missed = missed
         return _seal(s, cls)
 
 
@@ -94,7 +97,7 @@ def at_claim(s: Schedule, job: Job, now: datetime) -> Rearm:
     elif d.skipped:
         # The occurrences the claimed one stands for: a row of their own, with an id of now.
         skipped = job.replace(id=new_id(now))
-    return Rearm(d.fire_claimed, jobs, skipped, d.reason, d.next)
+    return Rearm(d.fire_claimed, jobs, skipped, d.reason, d.next, d.skipped)
 
 
 class ClaimPlan(Record):
@@ -110,6 +113,37 @@ class ClaimPlan(Record):
         s = _draft(cls)
         s.jobs, s.skipped, s.moves, s.dropped = [], [], [], set()
         return _seal(s, cls)
+
+
+def dry_run(store: Any, jobs: list[Job], now: datetime) -> tuple[dict[str, int], set[str]]:
+    """What a claim of ``jobs`` at ``now`` would do to their schedules (nothing written): the
+    counts of claimed occurrences the missed policy would not fire (``would_skip``; their ids
+    are returned too), of missed ones it would fire in the next slot (``missed_would_fire``,
+    policy all) and of the occurrences its ``skipped`` rows would count
+    (``occurrences_skipped``)."""
+    found: dict[str, Schedule] = {}
+    out: dict[str, int] = {}
+    dropped: set[str] = set()
+    for job in jobs:
+        if job.schedule is None:
+            continue
+        if job.schedule not in found:
+            s = store.get_schedule(job.schedule)
+            if s is None:
+                continue
+            found[job.schedule] = s
+        s = found[job.schedule]
+        if not is_due_rearm(s, job):
+            continue
+        r = at_claim(s, job, now)
+        found[s.name] = s.replace(next_at=r.next_at)
+        if not r.fire:
+            dropped.add(job.id)
+        for key, n in (("would_skip", not r.fire), ("missed_would_fire", len(r.jobs) - 1),
+                       ("occurrences_skipped", r.missed)):
+            if n:
+                out[key] = out.get(key, 0) + int(n)
+    return out, dropped
 
 
 def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> ClaimPlan:

@@ -524,6 +524,11 @@ class SQLiteStore:
     def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
         return sqlite_schedules.outcomes(self.conn)
 
+    def schedule_counts(self) -> tuple[int, int]:
+        total, paused = self.conn.execute(
+            "SELECT count(*), count(paused_at) FROM schedule").fetchone()
+        return total, paused
+
     def unarmed_schedules(self) -> list[str]:
         return sqlite_schedules.unarmed(self.conn)
 
