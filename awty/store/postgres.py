@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -95,14 +96,15 @@ class PostgresStore:
         self._idempotency_class = lock_key(f"awty-idempotency:{schema}")
         self._sessions: dict[str, psycopg.Connection] = {}
         self._session_checked = False  # a pooler in transaction mode refused (once)
+        self._down_since: tuple[float, float, str] | None = None  # see _unreachable
         self._pool: ConnectionPool | None = None
         try:
             with self._connect(autocommit=True) as conn:
                 if create:
                     pg_migrations.migrate(conn, schema)
                 self._meta = self._opening(conn)
-        except psycopg.Error as e:
-            raise self._error(e, "cannot open the store") from None
+        except psycopg.Error as e:  # this connection was the probe: no second one
+            raise self._error(e, "cannot open the store", probe=False) from None
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs=self._kwargs,
                                     timeout=max(connect_timeout * 2, 5.0), open=True,
                                     name=f"awty-{schema}")
@@ -135,7 +137,7 @@ class PostgresStore:
                              f"awty needs {pg_migrations.LATEST}: run `awty init`")
         return v
 
-    def _error(self, e: BaseException, what: str) -> Exception:
+    def _error(self, e: BaseException, what: str, probe: bool = True) -> Exception:
         if isinstance(e, pg_errors.UniqueViolation):
             return rules.id_taken() if what == "cannot add" else Conflict(
                 f"{what}: {_one_line(e)}")
@@ -145,12 +147,9 @@ class PostgresStore:
             return StoreError(f'no awty schema "{self.schema}" at {self.where}: '
                               "run `awty init`")
         if isinstance(e, psycopg.OperationalError):
-            if self._pool is not None:
-                try:  # drop the pool's broken connections: the next call reconnects
-                    self._pool.check()
-                except Exception:  # noqa: BLE001 - the server may still be down
-                    pass
-            return StoreError(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
+            down = self._unreachable() if probe else None
+            self._check_pool()
+            return StoreError(f"PostgreSQL at {self.where}: {what}: {down or _one_line(e)}")
         return StoreError(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
 
     @contextmanager
@@ -158,11 +157,50 @@ class PostgresStore:
         """One transaction on a pooled connection; psycopg errors become one-line errors."""
         if self._pool is None:
             raise StoreError("the store is closed")
+        if self._down_since is not None:  # see _unreachable
+            down = self._unreachable()
+            if down:
+                raise StoreError(f"PostgreSQL at {self.where}: {what}: {down}")
+            self._check_pool()
         try:
             with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 yield cur
         except psycopg.Error as e:
             raise self._error(e, what) from None
+
+    def _unreachable(self) -> str | None:
+        """After a connection error: can a new connection be opened (within
+        ``connect_timeout``)? If not, the server is down or out of reach; then, for as long as
+        finding that out took, every call fails at once saying so (``_known_down``) rather
+        than waiting for the pool in turn: an outage run gives up in about one connect
+        timeout, not one per statement it still has to make (results, releases: 30 s and
+        more). A server that refuses at once is asked again at once: it may be back."""
+        down = self._known_down()
+        if down:
+            return down
+        t0 = time.monotonic()
+        try:
+            with self._connect(autocommit=True) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as e:
+            now = time.monotonic()
+            self._down_since = (now, now - t0, f"unreachable ({_one_line(e)})")
+            return self._down_since[2]
+        self._down_since = None
+        return None
+
+    def _check_pool(self) -> None:
+        if self._pool is not None:
+            try:  # drop the pool's broken connections: the next call reconnects
+                self._pool.check()
+            except Exception:  # noqa: BLE001 - the server may still be down
+                pass
+
+    def _known_down(self) -> str | None:
+        if self._down_since is None:
+            return None
+        since, took, why = self._down_since
+        return why if time.monotonic() - since < took else None
 
     # -- lifecycle ------------------------------------------------------------------------
     def schema_version(self) -> int:
@@ -199,7 +237,8 @@ class PostgresStore:
             conn.close()
         self._sessions.clear()
         if self._pool is not None:
-            self._pool.close()
+            # the pool's workers may be waiting out a connect timeout: not when it is down
+            self._pool.close(timeout=0.1 if self._down_since else 5.0)
             self._pool = None
 
     # -- what the store keeps about itself -------------------------------------------------

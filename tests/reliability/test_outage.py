@@ -1,0 +1,82 @@
+"""An outage run gives up within ``database_connect_timeout`` plus a little (issue 28, item 9).
+
+PostgreSQL goes out of reach in the middle of a run: the runner's connections are reset and
+new ones get no answer (a failover, a host gone; a TCP relay on 127.0.0.1 in front of the
+test's own cluster, cut while the receiver is taking the slot's callbacks). Before, each store
+call still to make (results, releases) waited for the pool in turn: 30 s after the cut with
+the default 5 s connect timeout, and the one line named the pool's wait. Now the first
+connection error opens one connection to ask whether the server is there; unreachable, every
+call fails at once: exit 1, one line saying "unreachable", at most 10 s after the cut. Once
+the server is back, a later ``catchup`` sends what the cut run left, each job once."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from awty.api import Awty
+from awty.clock import FixedClock
+from awty.slots import slot_id
+from awty.testing.receiver import Receiver
+from conftest import T0
+from relkit import cli_env, lease_passes, run_cli
+
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+N = 2000
+
+
+@pytest.fixture
+def own_cluster():
+    import pgserver
+
+    yield from pgserver.own_cluster()
+
+
+def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster):
+    from pgrelay import Relay
+
+    relay = Relay(str(own_cluster.socket / ".s.PGSQL.5432"))
+    via_relay = f"postgresql://postgres@127.0.0.1:{relay.port}/postgres"
+    cut_at: list[float] = []
+
+    def cut_once(req) -> None:
+        if req.n == N // 5 and not cut_at:
+            cut_at.append(time.monotonic())
+            relay.cut(reset=True)
+
+    try:
+        with Receiver(delay=0.002, keep=False, on_request=cut_once) as rx:
+            kw = {"database_url": own_cluster.url, "database_schema": "awty"}
+            with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
+                a.init()
+                added = a.add_many([{"target": rx.url("/r"), "in": "1m"} for _ in range(N)])
+            ids, slot = [r.job.id for r in added], added[0].job.next_check_at
+            env = {**cli_env(home, slot + timedelta(seconds=1), concurrency=32),
+                   "AWTY_DATABASE_URL": via_relay}
+            assert "AWTY_DATABASE_CONNECT_TIMEOUT" not in env  # the default: 5 s
+            run = run_cli(["run-slot", slot_id(slot)], env, timeout=120)
+            assert cut_at, "the receiver never saw the cut's request"
+            gave_up = time.monotonic() - cut_at[0]
+            assert run.returncode == 1, run.stderr[-2000:]
+            assert gave_up <= 10, f"gave up {gave_up:.1f} s after the cut: {run.stderr[-500:]}"
+            lines = run.stderr.strip().splitlines()
+            assert len(lines) == 1 and "unreachable" in lines[0], run.stderr[-2000:]
+
+            lease_passes(kw)  # the cut run's claims: their leases end on the server's clock
+            later = {**cli_env(home, slot + timedelta(hours=1), concurrency=32),
+                     "AWTY_DATABASE_URL": own_cluster.url}
+            caught = run_cli(["catchup"], later, timeout=300)
+            assert caught.returncode == 0, caught.stderr[-2000:]
+            delivered = rx.counts()
+    finally:
+        relay.close()
+    assert set(delivered) == set(ids)  # nothing lost
+    with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
+        assert a.count() == 0
+        hist = Counter(h.id for h in a.history(limit=N + 100))
+    assert set(hist) == set(ids) and max(hist.values()) == 1
+    print(f"\n[pg/outage] gave up {gave_up:.1f} s after the cut; "
+          f"sent twice {sum(c - 1 for c in delivered.values())}")
