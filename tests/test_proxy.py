@@ -117,7 +117,8 @@ def test_https_goes_through_a_connect_tunnel(proxy, ca):
         assert r.answer is Answer.DONE, r.error
         assert len(rx.requests("/secure")) == 1
         assert rx.requests("/secure")[0].headers["host"] == f"localhost:{rx.port}"
-    assert proxy.seen() == [{"method": "CONNECT", "target": f"localhost:{rx.port}",
+    # the address localhost resolved to here, checked: the proxy never resolves the name
+    assert proxy.seen() == [{"method": "CONNECT", "target": f"127.0.0.1:{rx.port}",
                              "auth": None}]
 
 
@@ -181,7 +182,8 @@ def test_an_unreachable_proxy_is_a_retry_that_names_it(rx):
 def test_the_guard_checks_the_target_not_the_proxy(tmp_path):
     """deny_private_networks: the proxy at 127.0.0.1 is used (the operator's choice); a
     target whose name resolves to a refused address never reaches it."""
-    p = ProxyProcess(tmp_path, "--deny", "hooks.example")  # answers 403, connects nowhere
+    # answers 403, connects nowhere: it is asked for the address checked, not the name
+    p = ProxyProcess(tmp_path, "--deny", "1.1.1.1")
     strict = Settings(deny_private_networks=True)
     names = {"hooks.example": "1.1.1.1", "evil.example": "169.254.169.254",
              "inside.example": "10.0.0.5"}
@@ -194,7 +196,7 @@ def test_the_guard_checks_the_target_not_the_proxy(tmp_path):
     finally:
         p.stop()
     assert ok.status == 403  # it went through the proxy, whose address is private
-    assert seen == [{"method": "POST", "target": "http://hooks.example/x", "auth": None}]
+    assert seen == [{"method": "POST", "target": "http://1.1.1.1:80/x", "auth": None}]
     for r in (metadata, private, literal):
         assert r.answer is Answer.FAIL and "address" in r.error, r
 

@@ -12,7 +12,8 @@ or the status is 202 with ``Retry-After``; 410 -> GONE; 408/425/429/5xx, timeout
 connection errors -> RETRY (honouring ``Retry-After``); 3xx and other 4xx -> FAIL.
 Circuit breakers per host and per endpoint (``breaker``) defer the remaining jobs of a host or
 an endpoint that keeps failing. HTTP(S) proxies come from the environment as curl reads them
-(``proxy``); the target's name is resolved and checked here all the same. A certificate that
+(``proxy``); the target's name is resolved and checked here all the same, and the proxy is
+given the checked address, never the name (``_pin``). A certificate that
 fails verification is a permanent failure. ``run`` never raises for a job's failure.
 """
 
@@ -240,7 +241,7 @@ class _Pool:
     to the next one there, whose request goes out in the same callback."""
 
     __slots__ = ("key", "host", "port", "tls", "sni", "idle", "limit", "active", "backlog",
-                 "breaker", "addrs", "refusal", "dns_error", "resolving", "proxy")
+                 "breaker", "addrs", "refusal", "dns_error", "resolving", "proxy", "pinned")
 
     def __init__(self, key: tuple[str, str, int], host: str, sni: str, limit: int,
                  proxy: Proxy | None = None):
@@ -259,6 +260,9 @@ class _Pool:
         self.refusal: str | None = None
         self.dns_error: str | None = None
         self.resolving: asyncio.Task[None] | None = None
+        # Through a proxy, the checked address the proxy is asked for (``ip:port``): never the
+        # name, which the proxy would resolve by itself (see ``_pin``)
+        self.pinned: str | None = None
 
 
 class _Try:
@@ -329,9 +333,18 @@ def _parse_retry_after(raw: bytes | None, now: datetime) -> float | None:
     return max(0.0, (at - now).total_seconds())
 
 
-def _authority(pool: _Pool) -> str:
-    host = f"[{pool.sni}]" if ":" in pool.sni else pool.sni
-    return f"{host}:{pool.port}"
+def _pin(addrs: list[tuple[int, tuple[Any, ...]]], port: int) -> str:
+    """The address a proxy is sent to, as ``ip:port``: one of those the target's name resolved
+    to here and netguard checked (IPv4 first: a proxy without IPv6 is common). Given the name,
+    a proxy resolves it by itself, maybe differently (split-horizon DNS: a metadata address)."""
+    ip = next((a[0] for f, a in addrs if f == socket.AF_INET), addrs[0][1][0])
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+# Stands for the checked address in a proxied http request line until it is known: a NUL,
+# which no URL awty sends holds (add refuses them), and which the line reaches first.
+_PINNED = "\x00"
+_PINNED_BYTES = _PINNED.encode()
 
 
 # --- the executor ----------------------------------------------------------------------------
@@ -494,8 +507,9 @@ class HttpExecutor:
         if pool.proxy is not None and pool.proxy.error is not None:
             return _Target(error=pool.proxy.error, retry=True)
         if pool.proxy is not None and not pool.tls:
-            # a forward proxy takes the absolute form; https goes through a CONNECT tunnel
-            line = f"POST {scheme}://{host_header}{path} HTTP/1.1\r\n{pool.proxy.auth_line}"
+            # a forward proxy takes the absolute form; https goes through a CONNECT tunnel.
+            # The authority is the checked address, known once resolved: _send puts it in.
+            line = f"POST {scheme}://{_PINNED}{path} HTTP/1.1\r\n{pool.proxy.auth_line}"
         else:
             line = f"POST {path} HTTP/1.1\r\n"
         ep_path = quote(parts.path or "/", safe="/%!$&'()*+,;=:@-._~")
@@ -592,6 +606,8 @@ class HttpExecutor:
         assert loop is not None
         conn.pool = pool
         conn.current = a
+        if pool.proxy is not None and not pool.tls:  # the request line's address (_target)
+            a.data = a.data.replace(_PINNED_BYTES, pool.pinned.encode(), 1)  # type: ignore
         a.timer = loop.call_at(a.deadline, conn.expire)
         conn.expect()
         # Written with the others of this turn of the loop, once its callbacks are done: a
@@ -735,7 +751,7 @@ class HttpExecutor:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, sockaddr)
                 if proxy is not None and ctx is not None:
-                    await open_tunnel(loop, sock, proxy, _authority(pool))
+                    await open_tunnel(loop, sock, proxy, pool.pinned)  # type: ignore[arg-type]
                 _, conn = await loop.create_connection(
                     self._factory, sock=sock, ssl=ctx,
                     server_hostname=pool.sni if ctx is not None else None)
@@ -807,6 +823,8 @@ class HttpExecutor:
             pool.dns_error = f"cannot resolve host {pool.host}: no IPv4/IPv6 address"
             return
         pool.addrs = addrs
+        if pool.proxy is not None:
+            pool.pinned = _pin(addrs, pool.port)
 
     # -- the answer -------------------------------------------------------------------------
     def _answer(self, status: int, body: bytes, retry_after_raw: bytes | None, truncated: bool,

@@ -1,13 +1,15 @@
 """A small forward HTTP proxy on 127.0.0.1 for tests: CONNECT tunnels (https) and
 absolute-form requests (http), as corporate proxies take them. Run it as its own process:
 
-    python -m awty.testing.proxy --log proxy.jsonl [--user u:p] [--deny HOST] [--lifetime 120]
+    python -m awty.testing.proxy --log proxy.jsonl [--user u:p] [--deny HOST]
+        [--resolve NAME=IP] [--lifetime 120]
 
 It prints ``listening PORT`` on stdout once ready, appends one JSON line per request to the
 log (``{"method", "target", "auth"}``: what a test asserts went through it), and stops by
 itself after ``--lifetime`` seconds or when its parent process is gone. ``--user`` requires
 that Basic ``Proxy-Authorization`` (407 otherwise); ``--deny HOST`` answers 403 to requests
-for that host without connecting to it. Bounded: request heads of at most 64 KiB, at most
+for that host without connecting to it; ``--resolve NAME=IP`` makes the proxy's own DNS
+answer IP for NAME (split-horizon DNS: the proxy's view of a name is not the client's). Bounded: request heads of at most 64 KiB, at most
 256 connections at once."""
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ HOP_BY_HOP = {"proxy-authorization", "proxy-connection", "connection", "keep-ali
 
 
 class Proxy:
-    def __init__(self, log: str, user: str | None, deny: set[str]):
+    def __init__(self, log: str, user: str | None, deny: set[str],
+                 resolve: dict[str, str] | None = None):
         self.log = log
+        self.resolve = resolve or {}
         self.auth = "Basic " + base64.b64encode(user.encode()).decode() if user else None
         self.deny = deny
         self.open = 0
@@ -83,7 +87,7 @@ class Proxy:
             await writer.drain()
             return
         try:
-            ur, uw = await asyncio.open_connection(host, int(port))
+            ur, uw = await asyncio.open_connection(self.resolve.get(host, host), int(port))
         except OSError:
             writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
             await writer.drain()
@@ -117,7 +121,8 @@ class Proxy:
             if upstream is not None:
                 upstream[2].close()
             try:
-                ur, uw = await asyncio.open_connection(parts.hostname, parts.port or 80)
+                ur, uw = await asyncio.open_connection(
+                    self.resolve.get(parts.hostname, parts.hostname), parts.port or 80)
             except OSError:
                 writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
@@ -180,10 +185,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--log", required=True, help="append one JSON line per request here")
     p.add_argument("--user", help="require this user:password (Basic Proxy-Authorization)")
     p.add_argument("--deny", action="append", default=[], help="answer 403 for this host")
+    p.add_argument("--resolve", action="append", default=[], metavar="NAME=IP",
+                   help="the proxy's own DNS answer for NAME")
     p.add_argument("--lifetime", type=float, default=120.0, help="seconds before it stops")
     args = p.parse_args(argv)
     try:
-        asyncio.run(serve(Proxy(args.log, args.user, set(args.deny)), args.lifetime,
+        resolve = dict(r.split("=", 1) for r in args.resolve)
+        asyncio.run(serve(Proxy(args.log, args.user, set(args.deny), resolve), args.lifetime,
                           os.getppid()))
     except KeyboardInterrupt:
         sys.exit(130)
