@@ -3,27 +3,44 @@ JSON (400 naming what is wrong, never a 500)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from .problems import Problem
 
-# A body over the limit is read (and dropped) up to this many times the limit before the 413:
-# a client still writing when the server answers and closes gets a broken pipe, not the answer.
-DRAIN = 4
+# A body over the limit is read (and dropped) before the 413, up to this many times the limit
+# or this many seconds, whichever comes first (nginx's lingering close): a client still writing
+# when the server answers and closes gets a connection reset, not the answer.
+DRAIN = 64
+LINGER = 2.0
 
 
 async def read_bytes(request: Request) -> bytes:
     limit = request.app.state.options.max_body
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size <= limit:
-            chunks.append(chunk)
-        elif size > DRAIN * limit:
-            break  # past this, the client's write may fail before it reads the 413
+    chunks, size, until = [], 0, 0.0
+    stream = request.stream().__aiter__()
+    try:
+        while True:
+            if until:  # past the limit: drain only while the client keeps sending
+                chunk = await asyncio.wait_for(anext(stream), until - time.monotonic())
+            else:
+                chunk = await anext(stream)
+            size += len(chunk)
+            if size <= limit:
+                chunks.append(chunk)
+                continue
+            until = until or time.monotonic() + LINGER
+            if size > DRAIN * limit or time.monotonic() > until:
+                break
+    except (StopAsyncIteration, TimeoutError):
+        pass
+    except ClientDisconnect:
+        if size <= limit:  # nobody is left to answer: no 500, no traceback in the log
+            raise Problem(400, "the client went away before the end of the body") from None
     if size > limit:
         raise Problem(413, f"the body is over {limit:,} bytes (serve_max_body)")
     return b"".join(chunks)

@@ -161,5 +161,9 @@ def document() -> dict[str, Any]:
             "/readyz": {"get": {"security": [], "summary": "And the last slot fired",
                                 "responses": {**_ok({"type": "object"}),
                                               "503": {"description": "not ready"}}}},
+            "/metrics": {"get": {"security": [], "summary": "Prometheus exposition (counts, "
+                                 "never a job's target or payload)",
+                                 "responses": {"200": {"description": "OK", "content": {
+                                     "text/plain": {"schema": _S}}}}}},
         },
     }

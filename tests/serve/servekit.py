@@ -108,7 +108,8 @@ class Server:
             status, h, content = e.code, dict(e.headers), e.read()
         h = {k.lower(): v for k, v in h.items()}
         ctype = h.get("content-type", "")
-        parsed = json.loads(content) if "json" in ctype and content else content
+        parsed = (json.loads(content) if "json" in ctype and content else
+                  content.decode() if ctype.startswith("text/plain") else content)
         a = Answer(status, h, parsed, content)
         if self.check is not None:
             self.check(method, path, a)

@@ -59,14 +59,15 @@ def test_log_in_see_a_job_cancel_it_and_the_store_agrees(served, browser, rx, re
     d, base = browser, served.url
     d.delete_all_cookies()
     rx.script("/refuse", status=422, body="order 41 was already shipped")
-    job = served.call("POST", "/v1/jobs", {"target": rx.url("/ship"), "in": "3h",
+    job = served.call("POST", "/v1/jobs", {"target": rx.url("/ship"), "in": "40m",
                                            "entity": "order", "key": "42",
                                            "payload": {"order": 42}}).body
     # more work across the day (the chart), one that fails (the failures), one schedule
+    when = [(h, m) for h in range(1, 23) for m in (0, 15, 30, 45)
+            for _ in range((h * 5 + m // 15 * 3) % 7 if h % 4 else 0)]
     served.call("POST", "/v1/jobs/batch", [
-        {"target": rx.url("/later"), "in": f"{h}h{m}m", "entity": "invoice", "key": str(i)}
-        for i, (h, m) in enumerate((h, m) for h in range(1, 23, 2) for m in (0, 20, 40)
-                                   if (h * 7 + m) % 3)])
+        {"target": rx.url("/hooks/invoice"), "in": f"{h}h{m}m", "entity": "invoice",
+         "key": str(i)} for i, (h, m) in enumerate(when)])
     failing = served.call("POST", "/v1/jobs", {"target": rx.url("/refuse"), "in": "1h",
                                                "entity": "order", "key": "41"}).body
     assert served.call("POST", f"/v1/jobs/{failing['id']}/run").status == 200
