@@ -47,6 +47,9 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
      '"/etc/awty/secret"'),
     ("notify_command", None, "shell command run when a cron run has failures",
      """'mail -s "$1" me@example.com'"""),
+    ("metrics_file", None, "run-slot and catchup write `awty metrics`' text here after each "
+     "run, atomically (node_exporter's textfile collector; the serve extra)",
+     '"/var/lib/node_exporter/textfile/awty.prom"'),
     ("misfire", MisfirePolicy.FIRE, 'or "skip": after downtime, jobs later than misfire_grace '
      "expire", '"fire"'),
     ("misfire_grace", None, "with misfire = \"skip\" (default: one slot)", '"1h"'),
@@ -110,6 +113,7 @@ class Settings(Record):
     deny_private_networks: bool
     signing_secret_file: str | None
     notify_command: str | None
+    metrics_file: str | None
     misfire: MisfirePolicy
     misfire_grace: float | None
     breaker_threshold: int
@@ -154,7 +158,8 @@ _INT_MAX = {"concurrency": 10_000, "per_host_concurrency": 10_000, "batch_size":
             "database_pool_size": 100}
 # Optional text settings, and what they hold (for the error message).
 _TEXT_KEYS = {"signing_secret_file": "a file path", "ca_file": "a file path",
-              "notify_command": "a shell command (a string)"}
+              "notify_command": "a shell command (a string)",
+              "metrics_file": "a file path"}
 ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*\*?"  # a variable name, or a prefix ending in *
 SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # a PostgreSQL name, never quoted wrong
 SYSTEM_SCHEMA = "a PostgreSQL system schema: name one of awty's own, e.g. awty"

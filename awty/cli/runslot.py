@@ -41,13 +41,20 @@ def slot_arg(text: str | None):
 
 
 def notify(a, run: str, summary: dict, started) -> None:
-    """The notify_command setting, when the run had failures; if it fails, stderr says so
-    (cron mails it) and the run's exit code stays what the run earned."""
+    """The notify_command setting, when the run had failures, and the metrics_file setting;
+    if either fails, stderr says so (cron mails it) and the run's exit code stays what the
+    run earned."""
     from ..notify import after_run
 
     sent = after_run(a, run, summary, started)
     if sent is not None and sent.error:
         r.err(f"awty: notify_command {sent.error}")
+    if a.settings.metrics_file and not summary.get("dry_run"):
+        from ..metricsfile import write
+
+        problem = write(a)
+        if problem:
+            r.err(f"awty: {problem}")
 
 
 def report_slot(d: dict, as_json: bool) -> None:
