@@ -18,7 +18,7 @@ from .model import (
     RunSummary, Schedule, SlotSummary, StoreStats,
 )
 from .record import Record, _draft, _seal
-from .slotdir import SlotTree, Staged
+from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for, slot_id
 from .when import parse_since
 
@@ -366,9 +366,8 @@ class Awty:
                  _single: bool = False) -> list[AddResult]:
         """All or nothing: a bad spec raises ``InvalidInput`` naming it (``line N: …``) and
         nothing is stored. Rows are committed first, then the envelopes are in their slots: a
-        crash in between leaves rows without files, which still run. A big batch writes its
-        envelopes beside the validation and the insert, out of the tree (``slotdir.Staged``),
-        and moves them in once the rows are committed. ``environ``: the whole environment
+        crash in between leaves rows without files, which still run. A slot given two jobs or
+        more gets one batch file for them (``SlotTree.write_many``). ``environ``: the whole environment
         an exec job gets (recorded whatever ``exec_env`` says), instead of this process's."""
         from . import jobspec
 
@@ -379,39 +378,30 @@ class Awty:
         cwd = cwd or os.getcwd()
         jobs, fps = [], []
         memo: dict[Any, Any] = {}
-        staging = _Staging(self.tree) if self.tree is not None and not dry_run else None
-        try:
-            for n, spec in enumerate(specs, 1):
-                if not isinstance(spec, dict):
-                    raise InvalidInput(f"line {n}: not a JSON object")
-                try:
-                    job, fp = jobspec.build(spec, now=now, settings=self.settings,
-                                            local=self.tz, cwd=cwd, memo=memo,
-                                            environ=environ)
-                except InvalidInput as e:
-                    raise InvalidInput(str(e) if _single else f"line {n}: {e}") from None
-                jobs.append(job)
-                fps.append(fp)
-                if staging is not None and len(jobs) % STAGE_CHUNK == 0:
-                    staging.write(jobs[-STAGE_CHUNK:])
-            if dry_run:
-                return [AddResult(j, True, True) for j in jobs]
-            added = self.store.add(jobs, fps)
-            if self.tree is not None:
-                created = [a.job for a in added if a.created]
-                try:
-                    left = staging.publish(created) if staging is not None else created
-                    self.tree.write_many(left)
-                except OSError as e:
-                    # The rows are committed: the jobs are accepted and run without their
-                    # envelopes (SPEC 3). Failing here would have the caller add them again.
-                    self.logger().warning(f"add: envelope(s) not written ({e.strerror or e}); "
-                                          "the jobs still run; `awty doctor --repair` writes "
-                                          "them")
-            return [AddResult(a.job, a.created) for a in added]
-        finally:
-            if staging is not None:
-                staging.close()
+        for n, spec in enumerate(specs, 1):
+            if not isinstance(spec, dict):
+                raise InvalidInput(f"line {n}: not a JSON object")
+            try:
+                job, fp = jobspec.build(spec, now=now, settings=self.settings,
+                                        local=self.tz, cwd=cwd, memo=memo,
+                                        environ=environ)
+            except InvalidInput as e:
+                raise InvalidInput(str(e) if _single else f"line {n}: {e}") from None
+            jobs.append(job)
+            fps.append(fp)
+        if dry_run:
+            return [AddResult(j, True, True) for j in jobs]
+        added = self.store.add(jobs, fps)
+        if self.tree is not None:
+            try:
+                self.tree.write_many(a.job for a in added if a.created)
+            except OSError as e:
+                # The rows are committed: the jobs are accepted and run without their
+                # envelopes (SPEC 3). Failing here would have the caller add them again.
+                self.logger().warning(f"add: envelope(s) not written ({e.strerror or e}); "
+                                      "the jobs still run; `awty doctor --repair` writes "
+                                      "them")
+        return [AddResult(a.job, a.created) for a in added]
 
     # -- recurring schedules (awty/schedules.py) -----------------------------------------
     def schedule(self, name: str, target: str, *, cron: str | None = None,
@@ -522,8 +512,14 @@ class Awty:
         for j in jobs:
             by_slot.setdefault(j.next_check_at, []).append(j.id)
         for slot, ids in by_slot.items():
-            self.tree.remove_many(ids, slot)
+            in_batch: list[str] = []  # no <id>.json: a batch file's, or none (a schedule's)
+            self.tree.remove_many(ids, slot, in_batch)
+            if in_batch:
+                self.tree.settle_batches(slot, lambda got, s=slot: self._pending_in(s, got))
             self.tree.remove_slot_if_empty(slot)
+
+    def _pending_in(self, slot: datetime, ids: builtins.list[str]) -> set[str]:
+        return {i for i, at in self.store.find(ids).items() if at == slot}
 
     def reschedule(self, job_id: str, *, at: str | datetime | None = None,
                    in_: Duration | None = None) -> Job:
@@ -777,85 +773,6 @@ class Awty:
             self._log = open_log(self.home, self.settings.log_max_bytes,
                                  self.settings.log_format)
         return self._log
-
-
-STAGE_CHUNK = 1000  # a batch this big has its envelopes written beside its validation
-
-
-class _Staging:
-    """A big batch's envelopes (``STAGE_CHUNK`` jobs or more) written by a helper process
-    (``awty.envwriter``) while the batch is validated and inserted, out of the slot tree
-    (``slotdir.Staged``); moved into their slots once the rows are committed. Any envelope it
-    did not write is written directly after the commit, as a small batch's are."""
-
-    def __init__(self, tree: SlotTree):
-        self.tree = tree
-        self.staged: Staged | None = None
-        self.proc: Any = None  # the writer's subprocess.Popen; False: it could not start
-        self.isos: dict[datetime, str] = {}
-        self.sids: dict[datetime, str] = {}
-
-    def write(self, jobs: builtins.list[Job]) -> None:
-        if self.proc is None:
-            self._start()
-        if not self.proc:
-            return  # no writer: written directly after the commit
-        import pickle
-        import struct
-
-        from .slotdir import envelope_bytes
-
-        sids = self.sids
-        for j in jobs:
-            if j.next_check_at not in sids:
-                sids[j.next_check_at] = slot_id(j.next_check_at)
-        data = pickle.dumps([(f"{sids[j.next_check_at]}/{j.id}.json",
-                              envelope_bytes(j, self.isos)) for j in jobs], 5)
-        try:
-            self.proc.stdin.write(struct.pack("!I", len(data)) + data)
-        except OSError:
-            pass  # the writer is gone: what it did not write is written after the commit
-
-    def _start(self) -> None:
-        import subprocess
-        import sys
-
-        try:
-            self.staged = self.tree.stage()
-            # by its path, isolated and without site: it needs the standard library only
-            writer = Path(__file__).with_name("envwriter.py")
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(writer)], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                cwd=str(self.staged.path), close_fds=True)
-        except OSError:
-            self.proc = False
-            if self.staged is not None:
-                self.staged.discard()
-                self.staged = None
-
-    def publish(self, jobs: builtins.list[Job]) -> builtins.list[Job]:
-        """Move the staged envelopes into their slots; the jobs left to write directly."""
-        if self.staged is None:
-            return jobs
-        self._finish()
-        return self.staged.publish(jobs)
-
-    def _finish(self) -> None:
-        if self.proc:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            self.proc.wait()
-            self.proc = None
-
-    def close(self) -> None:
-        if self.proc:
-            self.proc.kill()  # a batch refused: nothing of it may stay
-            self._finish()
-        if self.staged is not None:
-            self.staged.discard()
 
 
 def _seconds(value: Duration | None) -> str | float | None:

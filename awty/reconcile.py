@@ -1,6 +1,9 @@
 """Reconciling a slot's directory with the store before it runs: a file with no pending row
 here is an orphan (removed); a file whose id awty has never seen is a drop-in (imported, or
-set aside in ``rejected/`` with its reason)."""
+set aside in ``rejected/`` with its reason). A batch file (``<id>.batch.jsonl``, one envelope a
+line) stays while one of its jobs is pending here, goes once all of them are known and none is
+(an orphan), and one holding only jobs awty has never seen is a dropped-in batch: imported all
+or nothing (a line awty cannot take sets the whole file aside)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from .clock import Clock
 from .config import Settings
 from .errors import AwtyError, Conflict
 from .model import Job, SlotSummary
-from .slotdir import Entry, SlotTree
+from .slotdir import BATCH_SUFFIX, Entry, SlotTree
 from .slots import slot_id
 from .store.base import Store
 from .store.filelocks import open_lock_file, try_flock
@@ -64,9 +67,15 @@ class Reconciler:
         names = self.tree.names(slot)
         if not names:
             return imported
-        strangers = self.tree.strangers(slot, self.store.slot_ids(slot) | claimed, names)
+        here = self.store.slot_ids(slot) | claimed
+        strangers = self.tree.strangers(slot, here, names)
         if not strangers:
             return imported
+        batches = [e for e in strangers if e.name.endswith(BATCH_SUFFIX)]
+        if batches:
+            strangers = [e for e in strangers if not e.name.endswith(BATCH_SUFFIX)]
+            for e in batches:
+                imported += self._batch(e, slot, here, summary)
         known = self.store.find(e.job_id for e in strangers if e.job_id)
         drop_ins: list[tuple[Job, str | None, Entry]] = []
         for e in strangers:
@@ -119,6 +128,51 @@ class Reconciler:
                 self._warn(f"slot {summary.slot}: imported {len(drop_ins)} dropped-in "
                            "envelope(s)", slot=summary.slot)
         return imported
+
+    def _batch(self, e: Entry, slot: datetime, here: set[str],
+               summary: SlotSummary) -> list[str]:
+        """A batch file whose first job is not pending here (else ``strangers`` kept it)."""
+        from . import jobspec
+
+        try:
+            ids = self.tree.batch_ids(e)
+        except ValueError as err:
+            self._reject(e, slot, str(err), summary)
+            return []
+        if any(i in here for i in ids if i):
+            return []  # lazy: the file goes once none of its jobs is pending here
+        named = [i for i in ids if i]
+        known = self.store.find(named) if named else {}
+        if ids and len(known) == len(ids):  # awty's own file: its jobs ended, or moved on
+            self.tree.remove_entry(e)
+            summary.orphans_removed += 1
+            return []
+        taken = [(n, i) for n, i in enumerate(ids, 1) if i in known]
+        if taken:  # a replay of jobs awty has: running them again would end them twice
+            n, i = taken[0]
+            self._reject(e, slot, f"line {n}: id {i} is already used by another job", summary)
+            return []
+        built: list[tuple[Job, str | None]] = []
+        try:
+            for n, data in enumerate(self.tree.read_batch(e), 1):
+                try:
+                    built.append(jobspec.build_dropin(data, None, now=self.clock.now(),
+                                                      settings=self.settings, slot=slot))
+                except AwtyError as err:
+                    raise ValueError(f"line {n}: {err}") from None
+            if not built:
+                raise ValueError("an empty batch file")
+            added = self.store.add([b[0] for b in built], [b[1] for b in built])
+        except (ValueError, Conflict) as err:
+            self._reject(e, slot, str(err), summary)
+            return []
+        self.tree.remove_entry(e)
+        made = [a.job for a in added if a.created]  # else a key named a job awty has
+        self.tree.write_many(made)
+        summary.imported += len(made)
+        self._warn(f"slot {summary.slot}: imported {len(made)} job(s) of the dropped-in batch "
+                   f"file {e.name}", slot=summary.slot)
+        return [j.id for j in made]
 
     def _reject(self, entry: Entry, slot: datetime, reason: str, summary: SlotSummary) -> None:
         try:

@@ -1,6 +1,7 @@
 """The slot tree: ``<home>/slots/<YYYYMMDDHHMM>/<job-id>.json``, one small envelope per pending
-job. It is the runner's work list and what an operator sees with ``ls``; SQLite decides what is
-true. Envelopes are written atomically (temp file + rename) and never followed through symlinks.
+job, or ``<first-id>.batch.jsonl``, the envelopes (one a line) of the jobs one batch put in that
+slot. It is the runner's work list and what an operator sees with ``ls``; SQLite decides what is
+true. Files are written atomically (temp file + rename) and never followed through symlinks.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .clock import file_time_now
 from .ids import is_id
 from .model import Job
 from .record import Record, _draft, _seal
-from .safeio import OPEN_DIR, private_dir_fd, replace_in
+from .safeio import private_dir_fd, replace_in
 from .slots import iso, parse_slot_id, slot_id
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -32,6 +33,13 @@ _PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, an
 _CUT_SHORT = re.compile(r"[0-9]{12}\.[0-9a-f]{8}")  # retired, its late files not yet put back
 CUT_SHORT_AGE = 60.0  # seconds: a younger one may be another runner's retire() in progress
 MAX_ENVELOPE_BYTES = 64 * 1024
+# A batch puts the envelopes of the jobs it adds to one slot in one file: creating a file cost
+# 16-75 µs of kernel time here (mostly the inode), more than the rest of a job's add.
+BATCH_SUFFIX = ".batch.jsonl"
+BATCH_MIN = 2  # jobs of one batch in one slot that get a batch file (one alone: <id>.json)
+BATCH_MAX = 10_000  # envelopes in one batch file (a bigger share of a slot: several files)
+MAX_BATCH_BYTES = 64 * 1024 * 1024  # a dropped-in batch file larger is refused
+_LINE_HEAD = b'{"v":%d,"id":"' % ENVELOPE_VERSION  # how each line awty writes begins
 # O_NONBLOCK: opening a FIFO someone left in a slot must not wait for a writer (it is then
 # refused as "not a regular file"); it changes nothing for regular files.
 _OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -79,6 +87,46 @@ def _link_new(dfd: int, final: str, data: bytes) -> None:
         os.link(f"/proc/self/fd/{fd}", final, dst_dir_fd=dfd, follow_symlinks=True)
     finally:
         os.close(fd)
+
+
+def batch_name_id(name: str) -> str | None:
+    """The id a batch file is named by (its first job's), or None for any other name."""
+    if name.endswith(BATCH_SUFFIX):
+        stem = name[:-len(BATCH_SUFFIX)]
+        return stem if is_id(stem) else None
+    return None
+
+
+def _known_name(name: str, here: set[str] | dict[str, Any]) -> bool:
+    """An envelope (single or batch) named by an id in ``here``."""
+    if name.endswith(".json"):
+        return name[:-5] in here
+    return name.endswith(BATCH_SUFFIX) and name[:-len(BATCH_SUFFIX)] in here
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"not JSON ({e})") from None
+    except RecursionError:
+        raise ValueError("not JSON (nested too deeply)") from None
+
+
+def _object(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
+def _line(n: int, raw: bytes) -> dict[str, Any]:
+    """Line ``n`` of a batch file: a JSON object of at most MAX_ENVELOPE_BYTES."""
+    if len(raw) > MAX_ENVELOPE_BYTES:
+        raise ValueError(f"line {n}: too large ({len(raw)} bytes > {MAX_ENVELOPE_BYTES})")
+    try:
+        return _object(_parse(raw))
+    except ValueError as e:
+        raise ValueError(f"line {n}: {e}") from None
 
 
 def _removed(dfd: int) -> bool:
@@ -151,6 +199,11 @@ class Entry(Record):
         return _seal(s, cls)
 
     @property
+    def batch_id(self) -> str | None:
+        """The id a batch file (``<first-id>.batch.jsonl``) is named by; None otherwise."""
+        return batch_name_id(self.name)
+
+    @property
     def path(self) -> Path:
         # made when used: a run lists every entry of its slot beside the sending, and joining
         # a Path for each was half of the 5.8 µs an entry took (0.6 s for 100,000, under the GIL)
@@ -176,94 +229,6 @@ class Rejected(Record):
 REASON_LIMIT = 4096  # bytes of a .reason note read back
 
 
-class Staged:
-    """Envelopes written ahead of the commit of their rows, where no runner looks
-    (``<home>/.incoming/<token>/<slot id>/``), then moved into their slots once the rows are
-    committed (``publish``), or dropped (``discard``). A big batch's files are ~60 % of its add
-    (~25 µs of kernel time each here): written beside the validation and the insert, only moves
-    are left after the commit, and a slot that has no directory yet gets the whole staged one
-    in a single rename (a file at a time was ~15 µs each, a third of a batch's add). Rows still
-    come first: a file is in a slot only once its row is committed, and a crash leaves
-    envelopes in ``.incoming`` that nothing imports (doctor removes them, and writes the
-    envelopes of committed rows that miss one). The files are written by ``awty.envwriter``, a
-    process of its own."""
-
-    def __init__(self, tree: SlotTree, path: Path, fd: int):
-        self.tree = tree
-        self.path = path
-        self.fd = fd
-
-    def publish(self, jobs: Iterable[Job]) -> list[Job]:
-        """Move these jobs' envelopes into their slots; returns the jobs whose envelope is not
-        here (the caller writes theirs). Envelopes staged for jobs not given (rows the store
-        did not create: idempotent repeats) never reach a slot."""
-        by_slot: dict[str, dict[str, Job]] = {}
-        for job in jobs:
-            by_slot.setdefault(slot_id(job.next_check_at), {})[f"{job.id}.json"] = job
-        left: list[Job] = []
-        for sid, named in by_slot.items():
-            try:
-                sfd = os.open(sid, OPEN_DIR, dir_fd=self.fd)
-            except FileNotFoundError:
-                left += named.values()  # nothing staged for this slot
-                continue
-            try:
-                here = set(os.listdir(sfd))
-                for name in here.difference(named):
-                    os.unlink(name, dir_fd=sfd)
-                left += (job for name, job in named.items() if name not in here)
-                mine = here.intersection(named)
-                if mine and not self._move_whole(sid):
-                    for name in mine:
-                        try:
-                            with self.tree.fd_lock:
-                                os.rename(name, name, src_dir_fd=sfd,
-                                          dst_dir_fd=self.tree._dir_fd(sid))
-                        except FileNotFoundError:
-                            left.append(named[name])  # its slot directory just went
-            finally:
-                os.close(sfd)
-        return left
-
-    def _move_whole(self, sid: str) -> bool:
-        """The staged directory becomes the slot's, if the slot has none (or an empty one: a
-        runner writing into that one then finds it gone, ENOENT, and opens the new one)."""
-        with self.tree.fd_lock:
-            try:
-                root = self.tree.root_fd()
-                os.stat(sid, dir_fd=root, follow_symlinks=False)
-                return False  # the slot has a directory: a file at a time
-            except FileNotFoundError:
-                pass
-            except OSError:
-                return False
-            try:
-                os.rename(sid, sid, src_dir_fd=self.fd, dst_dir_fd=root)
-            except OSError:
-                return False  # made and filled meanwhile, or not a directory: a file at a time
-            self.tree._forget(sid)
-            return True
-
-    def discard(self) -> None:
-        """Remove what is left (envelopes of rows not added) and the directory."""
-        try:
-            for name in os.listdir(self.fd):
-                try:
-                    os.unlink(name, dir_fd=self.fd)
-                except IsADirectoryError:  # a slot's staged directory
-                    import shutil
-
-                    shutil.rmtree(name, dir_fd=self.fd)  # by descriptor: never through a link
-        except OSError:
-            pass  # left for doctor
-        finally:
-            os.close(self.fd)
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
-
-
 class SlotTree:
     def __init__(self, home: Path):
         self.home = home
@@ -271,7 +236,8 @@ class SlotTree:
         self.rejected = home / "rejected"
         self.locks = home / "locks"
         self.retired = home / ".retired"  # finished slot directories, being deleted
-        self.incoming = home / ".incoming"  # envelopes of a batch whose rows are not committed
+        # where adds before batch files staged a big batch's envelopes (doctor clears leftovers)
+        self.incoming = home / ".incoming"
         self._made: set[str] = set()
         self._fds: dict[str, int] = {}
         self._root_fd: int | None = None
@@ -300,9 +266,19 @@ class SlotTree:
         """Write (or replace) the job's envelope in its slot, atomically: a reader sees the
         whole file or none. Relative to an open descriptor of the slot directory (no path walk
         per file, never through a symlinked slot). ``isos``: see ``envelope_bytes``."""
-        sid = slot_id(job.next_check_at)
-        data = envelope_bytes(job, isos)
-        final = f"{job.id}.json"
+        self._put(slot_id(job.next_check_at), f"{job.id}.json", envelope_bytes(job, isos))
+
+    def write_batch(self, jobs: list[Job], isos: dict[datetime, str] | None = None) -> None:
+        """One file, ``<first-id>.batch.jsonl`` (the smallest of their ids: names sort by time),
+        holding these jobs' envelopes (all of one slot), one a line, written atomically as an envelope is: a reader sees every line or
+        no file. It goes once none of its jobs is pending in the slot (``settle_batches``, the
+        reconciler, or with the slot's directory when the slot is retired)."""
+        isos = {} if isos is None else isos
+        data = b"\n".join([envelope_bytes(j, isos) for j in jobs])
+        first = min(j.id for j in jobs)
+        self._put(slot_id(jobs[0].next_check_at), f"{first}{BATCH_SUFFIX}", data + b"\n")
+
+    def _put(self, sid: str, final: str, data: bytes) -> None:
         for again in (False, True):
             with self.fd_lock:
                 dfd = self._dir_fd(sid)
@@ -379,22 +355,27 @@ class SlotTree:
                 self._root_fd = None
 
     def write_many(self, jobs: Iterable[Job]) -> int:
-        # In the order given, not slot by slot: a batch's jobs usually alternate between
-        # slots, and on ext4 many O_TMPFILE files made in a row in one directory took twice
-        # as long each here as the same files spread over 96 directories.
+        """The envelopes of jobs added together: a slot given ``BATCH_MIN`` of them or more
+        gets batch files (``write_batch``, ``BATCH_MAX`` lines each), a slot given one its
+        ``<id>.json``."""
         isos: dict[datetime, str] = {}
-        n = 0
+        by_slot: dict[datetime, list[Job]] = {}
         for job in jobs:
-            self.write(job, isos)
-            n += 1
+            got = by_slot.get(job.next_check_at)
+            if got is None:
+                by_slot[job.next_check_at] = [job]
+            else:
+                got.append(job)
+        n = 0
+        for group in by_slot.values():
+            if len(group) < BATCH_MIN:
+                for job in group:
+                    self.write(job, isos)
+            else:
+                for i in range(0, len(group), BATCH_MAX):
+                    self.write_batch(group[i:i + BATCH_MAX], isos)
+            n += len(group)
         return n
-
-    def stage(self) -> Staged:
-        """A private directory, out of the slot tree, for the envelopes of a batch written
-        while its rows are being added (see ``Staged``)."""
-        token = os.urandom(6).hex()
-        fd = private_dir_fd(self._home(), ".incoming", token)
-        return Staged(self, self.incoming / token, fd)
 
     def incoming_dirs(self) -> list[Path]:
         try:
@@ -416,12 +397,16 @@ class SlotTree:
             except FileNotFoundError:
                 return False
 
-    def remove_many(self, job_ids: list[str], slot: datetime) -> list[OSError]:
+    def remove_many(self, job_ids: list[str], slot: datetime,
+                    missing: list[str] | None = None) -> list[OSError]:
         """Remove these jobs' envelopes from one slot; returns the errors (a missing file is
-        not one). Safe to call from several threads at once: it keeps its own descriptor."""
+        not one: its id goes to ``missing``, when given: a job of a batch file, say). Safe to
+        call from several threads at once: it keeps its own descriptor."""
         try:
             fd = os.open(self.root / slot_id(slot), _OPEN_DIR)
         except FileNotFoundError:
+            if missing is not None:
+                missing += job_ids
             return []
         except OSError as e:
             return [e]
@@ -431,7 +416,8 @@ class SlotTree:
                 try:
                     os.unlink(f"{job_id}.json", dir_fd=fd)
                 except FileNotFoundError:
-                    pass
+                    if missing is not None:
+                        missing.append(job_id)
                 except OSError as e:
                     errors.append(e)
         finally:
@@ -456,13 +442,16 @@ class SlotTree:
             os.rename(self.root / sid, dest)
         except FileNotFoundError:
             return 0
-        strangers = [n for n in os.listdir(dest)
-                     if not (n.endswith(".json") and n[:-5] in done)]
+        # A batch file goes by its name's id, as an envelope does: the slot has no rows left,
+        # and the file was awty's if its first job was (a drop-in names no job awty has).
+        strangers = [n for n in os.listdir(dest) if not _known_name(n, done)]
         if strangers and ended is not None:
             # Another shard's finished envelopes (its own run removes them a moment later)
             # go with the slot: moved back, they would outlive that removal as orphans.
-            gone = ended([n[:-5] for n in strangers if n.endswith(".json")])
-            strangers = [n for n in strangers if not (n.endswith(".json") and n[:-5] in gone)]
+            named = [i for i in (n[:-5] if n.endswith(".json") else batch_name_id(n)
+                                 for n in strangers) if i]
+            gone = ended(named)
+            strangers = [n for n in strangers if not _known_name(n, gone)]
         moved = 0
         if strangers:
             back = self._ensure(sid)
@@ -560,15 +549,55 @@ class SlotTree:
 
     def strangers(self, slot: datetime, here: set[str],
                   names: list[str] | None = None) -> list[Entry]:
-        """The slot's files but the envelopes of the jobs in ``here``, in name order. Only these
+        """The slot's files but the envelopes of the jobs in ``here`` (and the batch files named
+        by one of them: kept while that job is pending), in name order. Only these
         become Entries: at 100,000 files, every name sorted, checked as an id and wrapped took
         the sending loop's GIL for ~0.3 s."""
         names = self.names(slot) if names is None else names
-        return list(self.entries(slot, [
-            n for n in names if not (n.endswith(".json") and n[:-5] in here)]))
+        return list(self.entries(slot, [n for n in names if not _known_name(n, here)]))
 
     def read(self, entry: Entry) -> dict[str, Any]:
         """Parse an envelope without following symlinks; raises ValueError with the reason."""
+        return _object(_parse(self._raw(entry, MAX_ENVELOPE_BYTES)))
+
+    def batch_ids(self, entry: Entry) -> list[str | None]:
+        """The id of each line of a batch file (None: a line without one), read without
+        parsing the lines awty wrote (each begins ``{"v":1,"id":"<id>"``). Raises ValueError
+        with the reason (unreadable, too large, a line that is not a JSON object)."""
+        out: list[str | None] = []
+        for n, line in enumerate(self._raw(entry, MAX_BATCH_BYTES).splitlines(), 1):
+            if line.startswith(_LINE_HEAD) and line[39:40] == b'"':
+                out.append(line[13:39].decode("ascii", "replace"))
+            elif line.strip():
+                got = _line(n, line).get("id")
+                out.append(got if isinstance(got, str) else None)
+        return out
+
+    def read_batch(self, entry: Entry) -> list[dict[str, Any]]:
+        """Every line of a batch file parsed (blank lines skipped); raises ValueError naming
+        the line."""
+        return [_line(n, line) for n, line in
+                enumerate(self._raw(entry, MAX_BATCH_BYTES).splitlines(), 1) if line.strip()]
+
+    def settle_batches(self, slot: datetime,
+                       pending: Callable[[list[str]], set[str]]) -> int:
+        """Remove the slot's batch files none of whose jobs is pending in it (``pending``: which
+        of these ids are); returns how many went. A file named by a pending job is kept unread.
+        An unreadable file is left to the slot's run (it sets it aside)."""
+        gone = 0
+        for entry in self.entries(slot, [n for n in self.names(slot) if batch_name_id(n)]):
+            if pending([entry.batch_id or ""]):
+                continue
+            try:
+                ids = [i for i in self.batch_ids(entry) if i]
+            except ValueError:
+                continue
+            if ids and not pending(ids):
+                self.remove_entry(entry)
+                gone += 1
+        return gone
+
+    def _raw(self, entry: Entry, limit: int) -> bytes:
         try:
             fd = os.open(entry.path, _OPEN_NOFOLLOW)
         except OSError as e:
@@ -579,20 +608,19 @@ class SlotTree:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise ValueError("not a regular file")
-            if st.st_size > MAX_ENVELOPE_BYTES:
-                raise ValueError(f"too large ({st.st_size} bytes > {MAX_ENVELOPE_BYTES})")
-            raw = os.read(fd, MAX_ENVELOPE_BYTES + 1)
+            if st.st_size > limit:
+                raise ValueError(f"too large ({st.st_size} bytes > {limit})")
+            chunks = []
+            left = limit + 1
+            while left > 0:  # one read() returns at most ~2 GiB, and a pipe less
+                chunk = os.read(fd, min(left, 1 << 24))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
         finally:
             os.close(fd)
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValueError(f"not JSON ({e})") from None
-        except RecursionError:
-            raise ValueError("not JSON (nested too deeply)") from None
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return data
 
     def set_aside(self, entry: Entry, slot: datetime, reason: str) -> Path:
         """Move a bad file out of the slot into ``rejected/<slot>/`` with a ``.reason`` note.

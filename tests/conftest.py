@@ -3,6 +3,7 @@ told to leave the event loop and file locks alone (PITFALLS: frozen monotonic ti
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -84,6 +85,20 @@ def tree_files(home: Path) -> list[str]:
     if not root.exists():
         return []
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def tree_jobs(home: Path) -> list[str]:
+    """``<slot>/<job id>`` of every envelope in the tree: an ``<id>.json`` file, or a line of a
+    batch file (``<first-id>.batch.jsonl``)."""
+    out = []
+    for name in tree_files(home):
+        sid, _, file = name.partition("/")
+        if file.endswith(".batch.jsonl"):
+            lines = (home / "slots" / name).read_text().splitlines()
+            out += [f"{sid}/{json.loads(line)['id']}" for line in lines]
+        elif file.endswith(".json"):
+            out.append(f"{sid}/{file[:-5]}")
+    return sorted(out)
 
 
 # A stand-in for crontab(1) on PATH: keeps the table in the file named by $FAKE_CRONTAB.

@@ -8,7 +8,7 @@ from awty.api import Awty
 from awty.errors import Conflict, InvalidInput, JobNotFound
 from awty.model import Outcome
 from awty.slots import slot_for, slot_id
-from conftest import T0, db_rows, tree_files
+from conftest import T0, db_rows, tree_files, tree_jobs
 
 
 def test_add_in_2h_lands_in_row_and_slot_dir(awty, home):
@@ -158,12 +158,12 @@ def test_a_big_batch_keeps_its_order_and_leaves_the_cache_as_it_was(awty, home, 
     res = awty.add_many(specs)
     assert [r.job.entity_key for r in res] == ["3", "1", "2", "1"]  # as given, not id order
     assert sorted(r["id"] for r in db_rows(home, "future_job")) == sorted(r.job.id for r in res)
-    assert len(tree_files(home)) == 4
+    assert len(tree_jobs(home)) == 4 and len(tree_files(home)) == 3  # two in one batch file
     dup = [{"target": "https://example.com/", "in": "1h", "id": res[0].job.id},
            {"target": "https://example.com/", "in": "1h"}]
     with pytest.raises(Conflict):
         awty.add_many(dup)
-    assert len(db_rows(home, "future_job")) == 4 and len(tree_files(home)) == 4
+    assert len(db_rows(home, "future_job")) == 4 and len(tree_jobs(home)) == 4
     assert awty.store.conn.execute("PRAGMA cache_size").fetchone()[0] == before
 
 

@@ -47,7 +47,8 @@ def check_server_and_schema(ctx: Ctx) -> bool:
 def check_dropins_off(ctx: Ctx) -> Finding:
     """Say that drop-ins are off, and warn when files wait in a slot tree nobody reads."""
     tree = ctx.a.home / "slots"
-    waiting = sum(1 for p in tree.rglob("*.json") if p.is_file()) if tree.is_dir() else 0
+    waiting = sum(1 for p in tree.rglob("*.json*") if p.name.endswith((".json", ".batch.jsonl"))
+                  and p.is_file()) if tree.is_dir() else 0
     moved = _moved_sqlite(ctx)
     if waiting and moved:
         return Finding("drop-ins", True, f"off with PostgreSQL; {tree} holds {waiting} "

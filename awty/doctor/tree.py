@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..api import Awty
 from ..clock import file_time_now
-from ..slotdir import Entry
+from ..slotdir import BATCH_SUFFIX, Entry
 from ..slots import current_slot, slot_id
 from .base import Ctx, Finding, RETIRED_AGE, TEMP_FILE_AGE, Tally, tree_of
 
@@ -26,6 +26,8 @@ class _TreeTally:
     drop_ins: Tally = field(default_factory=Tally)
     past_drop_ins: int = 0
     current: datetime | None = None
+    batch_files: int = 0  # awty's batch files holding pending jobs, and those jobs
+    batched: int = 0
 
 
 def check_tree(ctx: Ctx) -> list[Finding]:
@@ -43,8 +45,10 @@ def check_tree(ctx: Ctx) -> list[Finding]:
                        "valid envelopes and sets the rest aside in rejected/"
                        + (f"; {t.past_drop_ins} sit in past slots: run `awty catchup`"
                           if t.past_drop_ins else ""))
+    held = (f" ({t.batched} of them in {t.batch_files} batch file(s))" if t.batch_files
+            else "")
     return [
-        t.missing.finding("envelopes", "every pending job has its envelope",
+        t.missing.finding("envelopes", "every pending job has its envelope" + held,
                           "pending job(s) without an envelope (they still run)",
                           ("writes them", "wrote"), r),
         t.orphans.finding("orphans", "no orphan envelopes",
@@ -110,7 +114,11 @@ def _check_slot(ctx: Ctx, slot: datetime, in_db: bool, t: _TreeTally) -> None:
     a, sid = ctx.a, slot_id(slot)
     here = ctx.store.slot_ids(slot) if in_db else set()
     entries = list(tree_of(a).entries(slot))
+    batches = [e for e in entries if e.name.endswith(BATCH_SUFFIX)]
+    entries = [e for e in entries if not e.name.endswith(BATCH_SUFFIX)]
     names = {e.job_id for e in entries if e.job_id}
+    for e in batches:
+        names |= _check_batch(ctx, slot, e, here, t)
     for job_id in sorted(_unscheduled(ctx, slot, here - names)):
         t.missing.note(f"{sid}/{job_id}")
         t.missing.attempt(partial(_write_envelope, a, job_id, slot), ctx.repair)
@@ -134,6 +142,34 @@ def _check_slot(ctx: Ctx, slot: datetime, in_db: bool, t: _TreeTally) -> None:
             t.temps.attempt(partial(_unlink, path), ctx.repair)
     if ctx.repair:
         tree_of(a).remove_slot_if_empty(slot)
+
+
+def _check_batch(ctx: Ctx, slot: datetime, e: Entry, here: set[str], t: _TreeTally) -> set[str]:
+    """A batch file holds envelopes while one of its jobs is pending here (the ids it holds
+    for this slot are returned); one whose jobs are all known and none pending here is an
+    orphan; one with jobs awty has never seen is a drop-in (the runner imports or refuses it
+    whole), as is one it cannot read."""
+    sid = slot_id(slot)
+    try:
+        lines = tree_of(ctx.a).batch_ids(e)
+    except ValueError as err:
+        t.drop_ins.note(f"{sid}/{e.name} ({err})")
+        t.past_drop_ins += slot < t.current  # type: ignore[operator]  # set at start
+        return set()
+    ids = [i for i in lines if i]
+    mine = here.intersection(ids)
+    if mine:
+        t.batch_files += 1
+        t.batched += len(mine)
+        return mine
+    known = ctx.store.find(ids) if ids else {}
+    if lines and len(known) == len(lines):
+        t.orphans.note(f"{sid}/{e.name} ({len(ids)} job(s), none pending here)")
+        t.orphans.attempt(partial(tree_of(ctx.a).remove_entry, e), ctx.repair)
+    else:
+        t.drop_ins.note(f"{sid}/{e.name} ({len(lines)} job(s))")
+        t.past_drop_ins += slot < t.current  # type: ignore[operator]  # set at start
+    return set()
 
 
 def _unscheduled(ctx: Ctx, slot: datetime, ids: set[str]) -> set[str]:

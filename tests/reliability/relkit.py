@@ -104,8 +104,22 @@ def integrity(home: Path) -> str:
 
 
 def envelopes(home: Path) -> list[Path]:
+    """The envelope files: ``<id>.json``, and batch files (``<first-id>.batch.jsonl``)."""
     root = home / "slots"
-    return sorted(root.rglob("*.json")) if root.exists() else []
+    return sorted(p for p in root.rglob("*.json*") if p.name.endswith((".json", ".batch.jsonl"))
+                  ) if root.exists() else []
+
+
+def envelope_ids(home: Path) -> list[str]:
+    """The job id of every envelope: an ``<id>.json`` file's, or each line of a batch file's
+    (every line must be whole JSON: a batch file is written atomically)."""
+    out = []
+    for p in envelopes(home):
+        if p.name.endswith(".batch.jsonl"):
+            out += [json.loads(line)["id"] for line in p.read_text().splitlines()]
+        else:
+            out.append(p.stem)
+    return out
 
 
 def doctor_problems(home: Path, now: datetime, *, repair: bool = False) -> list[str]:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -30,8 +31,8 @@ from awty.slots import slot_id
 from conftest import T0
 from awty.testing.receiver import Receiver
 from relkit import (account, assert_doctor_clean, cli_env, count, doctor_problems,
-                    envelopes, integrity, query, run_cli, scale, spawn, wait_until,
-                    write_batch)
+                    envelope_ids, integrity, query, run_cli, scale, spawn,
+                    wait_until, write_batch)
 
 pytestmark = pytest.mark.reliability
 
@@ -164,7 +165,9 @@ def test_runner_sigkilled_at_random_points_loses_nothing(tmp_path):
 def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
     """Kills aimed at two windows, alternately: while the batch is parsed and inserted (before
     the commit), and after the commit while its envelopes are being written (found by polling
-    the database for the batch's rows)."""
+    the database for the batch's rows). A batch writes one file per slot
+    (``<first-id>.batch.jsonl``): each one seen is whole, every line of it, and holds every job
+    of its batch in its slot (issue 34 #1)."""
     lines = scale(5000, 20000)
     attempts = scale(6, 14)
     rng = random.Random(6012)
@@ -236,8 +239,16 @@ def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
                 f"batch {k}: {len(ids_k)} of {lines} rows: not all-or-nothing"
             # Envelopes are written after the commit: never a file whose row is missing.
             pending = {r[0] for r in query(home, "SELECT id FROM future_job")}
-            files = {e.stem for e in envelopes(home)}
+            files = set(envelope_ids(home))  # parses every line: a torn file fails here
             assert files <= pending, f"batch {k}: {len(files - pending)} envelope(s) without a row"
+            for f in (home / "slots").rglob("*.batch.jsonl"):
+                held = {json.loads(line)["id"] for line in f.read_text().splitlines()}
+                assert f.name == f"{min(held)}.batch.jsonl"
+                (target, slot), = query(home, "SELECT target, next_check_at FROM future_job "
+                                              "WHERE id = ?", (min(held),))
+                assert held == {r[0] for r in query(
+                    home, "SELECT id FROM future_job WHERE target = ? AND next_check_at = ?",
+                    (target, slot))}, f"batch {k}: {f.name} does not hold its batch's slot whole"
             assert not list((home / "slots").rglob("*.tmp")), "temp files left"
             assert integrity(home) == "ok"
             if ids_k:
@@ -246,6 +257,7 @@ def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
             else:
                 rolled_back.append(k)
         poll.close()
+        assert list((home / "slots").rglob("*.batch.jsonl")), "no batch file: a file per job?"
         assert rolled_back, "no kill landed before the commit"
         assert partial, "no kill landed between the commit and the last envelope"
         accepted = [r[0] for r in query(home, "SELECT id FROM future_job")]
@@ -256,7 +268,7 @@ def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
             pass
         else:
             assert problems == [], problems
-            assert len(envelopes(home)) == len(accepted)
+            assert len(envelope_ids(home)) == len(accepted)
             assert_doctor_clean(home, T0)
         later = T0 + timedelta(hours=2)
         p = run_cli(["catchup", "--json"], cli_env(home, later))
