@@ -515,11 +515,15 @@ class Awty:
             in_batch: list[str] = []  # no <id>.json: a batch file's, or none (a schedule's)
             self.tree.remove_many(ids, slot, in_batch)
             if in_batch:
-                self.tree.settle_batches(slot, lambda got, s=slot: self._pending_in(s, got))
+                self.tree.settle_batches(slot, self._pending_in(slot))
             self.tree.remove_slot_if_empty(slot)
 
-    def _pending_in(self, slot: datetime, ids: builtins.list[str]) -> set[str]:
-        return {i for i, at in self.store.find(ids).items() if at == slot}
+    def _pending_in(self, slot: datetime) -> Callable[[builtins.list[str]], set[str]]:
+        """Which of some ids are pending in ``slot``."""
+        def pending(ids: builtins.list[str]) -> set[str]:
+            return {i for i, at in self.store.find(ids).items() if at == slot}
+
+        return pending
 
     def reschedule(self, job_id: str, *, at: str | datetime | None = None,
                    in_: Duration | None = None) -> Job:
