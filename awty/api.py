@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from logging import Logger
     from typing import IO, Any
 
-    from .runner import CatchupSummary, Runner
+    from .run.runner import CatchupSummary, Runner
     from .store.base import Store
     from .transfer import Moved
 
@@ -700,7 +700,7 @@ class Awty:
     # -- running --------------------------------------------------------------------------
     def runner(self) -> Runner:
         """A ``Runner`` for this home (what ``run_slot`` and ``catchup`` use)."""
-        from .runner import Runner
+        from .run.runner import Runner
 
         self.load_cluster()
         self._not_moved()
@@ -730,7 +730,7 @@ class Awty:
                  dry_run: bool = False) -> SlotSummary:
         """Fire one slot (default: the current one) as cron does; ``shard=(i, n)`` runs the
         i-th of n shards. Raises ``Busy`` when another runner holds the slot."""
-        from .runner import RunOptions
+        from .run.runner import RunOptions
 
         slot = slot if slot is not None else self.current_slot()
         return self.runner().run_slot(slot, RunOptions(shard=shard, dry_run=dry_run))
@@ -761,7 +761,7 @@ class Awty:
                 on_slot: Callable[[datetime, int], None] | None = None) -> CatchupSummary:
         """Run every past slot holding work, oldest first, then the current one. ``misfire``
         (fire or skip) overrides the setting for jobs past their grace."""
-        from .runner import RunOptions
+        from .run.runner import RunOptions
 
         if misfire not in (None, "fire", "skip"):
             raise InvalidInput("--misfire must be fire or skip")

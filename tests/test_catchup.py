@@ -127,7 +127,7 @@ def test_an_error_in_one_slot_of_a_catch_up_stops_the_slots_after_it(home, clock
     # slot 2 stops at once, not once the catch-up reaches slot 1's error in slot order (by then
     # slot 2 had sent in full); slot 3 sends nothing. The error goes up once the open slots
     # have stopped, their results recorded and their unsent claims given back.
-    from awty.runner import Runner
+    from awty.run.runner import Runner
 
     rx.script("/e1", delay=0.02)
     a = make(home, clock, concurrency=2)

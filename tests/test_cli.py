@@ -232,7 +232,7 @@ def test_add_does_not_import_runner_only_modules(home):
     code = ("import sys, runpy\nsys.argv=['awty','add','https://e.com/','--in','2h']\n"
             "try:\n    runpy.run_module('awty', run_name='__main__')\nexcept SystemExit:\n"
             "    pass\nheavy=[m for m in ('requests','httptools','uvloop','asyncio','rich',"
-            "'rich.progress','sqlite_utils','filelock','awty.runner','awty.executors.http',"
+            "'rich.progress','sqlite_utils','filelock','awty.run.runner','awty.executors.http',"
             "'cronsim','cron_descriptor','starlette','uvicorn','jinja2','prometheus_client',"
             "'awty.serve','awty.tokens')"
             " if m in sys.modules]\nprint('HEAVY', heavy, file=sys.stderr)\n")

@@ -5,8 +5,8 @@ orphans."""
 
 import json
 
-import awty.reconcile as reconcile
-import awty.slotrun as slotrun
+import awty.run.reconcile as reconcile
+import awty.run.slotrun as slotrun
 from awty.slots import slot_id
 from conftest import db_rows, tree_files
 from test_runner import fire, make

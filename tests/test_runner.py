@@ -390,7 +390,7 @@ def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx
     """A slot whose rows are all gone leaves the tree in one rename and is deleted in the
     background; a file dropped in while it ran, once the slot was reconciled (which runs
     beside the sending), is put back for the slot's next run."""
-    import awty.reconcile as reconcile
+    import awty.run.reconcile as reconcile
     from awty.slotdir import wait_purged
 
     late = json.dumps({"target": rx.url("/late")})
@@ -516,7 +516,7 @@ def test_a_small_slot_records_its_results_while_its_last_answers_are_due(home, c
     # Nothing left to claim: results are written as soon as the store is free, not kept for a
     # whole batch. Kept, a slot smaller than a batch wrote every result in one transaction after
     # its last answer (~25 ms at 1,000 jobs, once per slot of a catch-up).
-    from awty import slotrun
+    from awty.run import slotrun
     from awty.store.sqlite import SQLiteStore
     from awty.testing.receiver import Receiver
 

@@ -25,7 +25,7 @@ import pytest
 
 from awty.api import Awty
 from awty.clock import FixedClock
-from awty.slotrun import lease_seconds
+from awty.run.slotrun import lease_seconds
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
 from conftest import T0

@@ -203,7 +203,7 @@ def test_the_timeout_holds_for_each_job_not_for_the_slot(home, clock):
 _CHILD = r"""
 import json, resource, sys
 from awty.cli import app
-import awty.api, awty.runner, awty.executors.http, awty.store.sqlite, httptools, sqlite3
+import awty.api, awty.run.runner, awty.executors.http, awty.store.sqlite, httptools, sqlite3
 try:
     import uvloop
 except ImportError:

@@ -1,5 +1,5 @@
 """Issue 12 #2: a big slot's store work runs in a process of its own (``store_process``,
-``awty/store/remote.py``). Against a real receiver, real stores and real processes:
+``awty/run/storeproc.py``). Against a real receiver, real stores and real processes:
 
 - a run through the store process records every job once, on SQLite and on PostgreSQL, and
   the process really did the work;
@@ -23,7 +23,7 @@ import pytest
 from conftest import T0
 from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn, wait_until
 
-import awty.store.remote as remote
+import awty.run.storeproc as remote
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id

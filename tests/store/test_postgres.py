@@ -245,6 +245,6 @@ def test_database_settings_from_env_and_toml(tmp_path):
 
 def test_sqlite_path_never_imports_psycopg(tmp_path):
     # `awty add` on SQLite must stay fast: psycopg (~40 ms) loads only for a database URL.
-    code = ("import sys, awty.api, awty.cli, awty.config, awty.store.sqlite, awty.runner; "
+    code = ("import sys, awty.api, awty.cli, awty.config, awty.store.sqlite, awty.run.runner; "
             "sys.exit(1 if [m for m in sys.modules if m.startswith('psycopg')] else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0

@@ -12,7 +12,7 @@ from awty.clock import FixedClock
 from awty.config import load
 from awty.errors import Conflict
 from awty.model import Job, Kind, Status
-from awty.runner import Runner
+from awty.run.runner import Runner
 from awty.slotdir import SlotTree
 
 NOW = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)

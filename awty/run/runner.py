@@ -23,11 +23,11 @@ from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from .clock import Clock
-from .config import Settings
-from .errors import AwtyError, Interrupted, InvalidInput
-from .ids import new_owner, shard_of
-from .model import (
+from ..clock import Clock
+from ..config import Settings
+from ..errors import AwtyError, Interrupted, InvalidInput
+from ..ids import new_owner, shard_of
+from ..model import (
     Answer,
     Attempt,
     Decision,
@@ -42,20 +42,20 @@ from .model import (
     RunSummary,
     SlotSummary,
 )
-from .policy import decide, misfired, quick_retry_delay
+from ..policy import decide, misfired, quick_retry_delay
+from ..record import Record, _draft, _seal
+from ..slotdir import SlotTree
+from ..executors.base import submit
+from ..slots import current_slot, iso, slot_id
+from ..store.base import Store
 from .reconcile import Reconciler
-from .record import Record, _draft, _seal
-from .slotdir import SlotTree
-from .executors.base import submit
 from .slotrun import Backlog, Done, SlotRun, catch_stop_signals
-from .slots import current_slot, iso, slot_id
-from .store.base import Store
-from .store.remote import RunStore
+from .storeproc import RunStore
 
 if TYPE_CHECKING:
     from logging import Logger
 
-    from .executors.base import Executor
+    from ..executors.base import Executor
 
 OnEvent = Callable[[str, dict[str, Any]], None]
 
@@ -419,7 +419,7 @@ class Runner:
         summary.ran = len(jobs)
         dropped: set[str] = set()
         if any(j.schedule for j in jobs):
-            from .store.schedrules import dry_run
+            from ..store.schedrules import dry_run
 
             counts, dropped = dry_run(self.store, jobs, now)
             for key, n in counts.items():
@@ -491,15 +491,15 @@ class Runner:
     def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
         ex: Executor
         if kind is Kind.HTTP:
-            from .executors.http import HttpExecutor
+            from ..executors.http import HttpExecutor
 
             ex = HttpExecutor(self.s, self.clock, self.secret())
         elif kind is Kind.EXEC:
-            from .executors.exec import ExecExecutor
+            from ..executors.exec import ExecExecutor
 
             ex = ExecExecutor(self.s, self.clock)
         else:
-            from .executors.python import PythonExecutor
+            from ..executors.python import PythonExecutor
 
             ex = PythonExecutor(self.s, self.clock)
         executors[kind] = ex
@@ -745,7 +745,7 @@ def _warm_http() -> None:
     """Load the http executor while the first claim runs on the store thread (SQLite leaves
     the GIL to us): most slots are callbacks, and its import would otherwise come after the
     claim, before the first send."""
-    from .executors import http  # noqa: F401
+    from ..executors import http  # noqa: F401
 
 
 def _loop_runner() -> asyncio.Runner:

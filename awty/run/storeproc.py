@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
     from typing import Any
 
-    from .base import Store
-    from .spec import StoreSpec
+    from ..store.base import Store
+    from ..store.spec import StoreSpec
 
 _LEN = struct.Struct("!I")
 _KINDS = {k.value: k for k in Kind}
@@ -150,7 +150,7 @@ class RemoteStore:
                                     if env.get("PYTHONPATH") else "")
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "awty.store.remote"], stdin=child.fileno(),
+                [sys.executable, "-m", "awty.run.storeproc"], stdin=child.fileno(),
                 stdout=subprocess.DEVNULL, env=env, close_fds=True)
             _send(parent, spec)  # small: written whole before the socket turns non-blocking
         except OSError as e:
@@ -320,7 +320,7 @@ class _Channel(asyncio.Protocol):
 # --- the child's side -------------------------------------------------------------------------
 def open_spec(spec: StoreSpec) -> Store:
     """The store a ``Store.spec()`` describes, as its parent already opened it."""
-    from . import open as open_store
+    from ..store import open as open_store
 
     return open_store(spec, mode="read")
 

@@ -3,7 +3,7 @@
 Store calls are futures on the run's event loop (``RunStore.call``): claims and starts go
 through one thread (``io``), results through another (``rec_io``), so a batch's write never
 holds up the start of the next chunk; once a slot proves big (a claim comes back full, setting
-``store_process``), the same calls go to a store process on the other core (store/remote.py)
+``store_process``), the same calls go to a store process on the other core (run/storeproc.py)
 and the threads only fall back to if it ends. Meanwhile the loop keeps callbacks in flight: the
 next batch is claimed before the current one runs dry, the next chunk is marked started before
 the current one is sent (a start covers ``START_LEAD`` seconds of sending at the run's rate so
@@ -45,12 +45,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from time import monotonic
 
-from .clock import Clock
-from .config import Settings
-from .errors import Busy, Interrupted, SessionLost, Unstorable
-from .model import ALL_KINDS, Decision, Execution, Job, SlotSummary
-from .policy import unstorable
-from .store.remote import RunStore
+from ..clock import Clock
+from ..config import Settings
+from ..errors import Busy, Interrupted, SessionLost, Unstorable
+from ..model import ALL_KINDS, Decision, Execution, Job, SlotSummary
+from ..policy import unstorable
+from .storeproc import RunStore
 
 # execute(job, events, done): start executing ``job`` (its executions appended to ``events``);
 # done(job, outcome) comes once, from a callback of the loop, with its Decision, or with the

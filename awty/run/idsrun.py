@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from .errors import AwtyError, Conflict, JobNotFound
-from .ids import runner_label
-from .model import Job, Status
+from ..errors import AwtyError, Conflict, JobNotFound
+from ..ids import runner_label
+from ..model import Job, Status
 from .slotrun import SlotRun, lease_seconds
 
 

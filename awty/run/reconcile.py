@@ -12,14 +12,14 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 
-from .clock import Clock
-from .config import Settings
-from .errors import AwtyError, Conflict
-from .model import Job, SlotSummary
-from .slotdir import BATCH_SUFFIX, Entry, SlotTree
-from .slots import slot_id
-from .store.base import Store
-from .store.filelocks import open_lock_file, try_flock
+from ..clock import Clock
+from ..config import Settings
+from ..errors import AwtyError, Conflict
+from ..model import Job, SlotSummary
+from ..slotdir import BATCH_SUFFIX, Entry, SlotTree
+from ..slots import slot_id
+from ..store.base import Store
+from ..store.filelocks import open_lock_file, try_flock
 
 
 class Reconciler:
@@ -53,7 +53,7 @@ class Reconciler:
     def _reconcile(self, slot: datetime, summary: SlotSummary, claimed: set[str]) -> list[str]:
         """SQLite decides: a file with no pending row here is an orphan (removed); a file whose
         id awty has never seen is a drop-in (imported, or set aside with its reason)."""
-        from . import jobspec
+        from .. import jobspec
 
         link = self.tree.set_aside_slot_link(slot)  # never list, import or delete through it
         if link:
@@ -132,7 +132,7 @@ class Reconciler:
     def _batch(self, e: Entry, slot: datetime, here: set[str],
                summary: SlotSummary) -> list[str]:
         """A batch file whose first job is not pending here (else ``strangers`` kept it)."""
-        from . import jobspec
+        from .. import jobspec
 
         try:
             ids = self.tree.batch_ids(e)
