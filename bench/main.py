@@ -31,7 +31,7 @@ from .disk import (
 from .machine import Load, machine_facts, source_hash
 from .receivers import Receiver, start_receiver
 from .report import Report, print_table, write_markdown
-from .sections import batch, catchup, ceiling, cli, clislot, flat, pg, rss, schedules, slot
+from .sections import batch, catchup, ceiling, cli, clislot, flat, pg, rss, schedules, serve, slot
 
 
 class SectionTimeout(KeyboardInterrupt):
@@ -67,13 +67,16 @@ def _alarm(seconds: float | None) -> None:
 QUICK = dict(cli_small=1_000, cli_big=5_000, cli_calls=5, batch_jobs=5_000, slot_jobs=2_000,
              requests_jobs=300, flat_due=200,
              flat_pending=20_000, flat_runs=1, catchup_slots=8, catchup_per_slot=200,
-             rss_jobs=5_000, sched_fire=2_000, sched_pending=20_000, sched_due=200, runs=1)
+             rss_jobs=5_000, sched_fire=2_000, sched_pending=20_000, sched_due=200,
+             serve_requests=1_000, serve_batch_jobs=5_000, runs=1)
 FULL = dict(cli_small=10_000, cli_big=100_000, cli_calls=30, batch_jobs=100_000,
             slot_jobs=10_000, requests_jobs=10_000,
             flat_due=1_000, flat_pending=1_000_000, flat_runs=7, catchup_slots=96,
             catchup_per_slot=1_000, rss_jobs=100_000, sched_fire=100_000,
-            sched_pending=1_000_000, sched_due=1_000, runs=3)
-SECTIONS = ("cli", "batch", "slot", "clislot", "flat", "catchup", "rss", "pg", "schedules")
+            sched_pending=1_000_000, sched_due=1_000, serve_requests=20_000,
+            serve_batch_jobs=100_000, runs=3)
+SECTIONS = ("cli", "batch", "slot", "clislot", "flat", "catchup", "rss", "pg", "schedules",
+            "serve")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -197,6 +200,7 @@ def main(argv: list[str]) -> int:
             ("rss", partial(rss.run, b), ("rss", "rss_rate")),
             ("pg", partial(pg.run, b), pg.KEYS),
             ("schedules", partial(schedules.run, b), schedules.KEYS),
+            ("serve", partial(serve.run, b), serve.KEYS),
         ]
         for name, fn, keys in steps:
             if name not in ("warm-up", "ceiling") and name not in a.only:

@@ -59,6 +59,13 @@ ROWS = [
     "PostgreSQL: 2 processes / 1",
     "PostgreSQL flatness ratio (pending / none), whole run_slot",
     "PostgreSQL flatness ratio (pending / none), due → last",
+    # the serve section (its PostgreSQL rows: skipped where no server answers)
+    "SQLite: POST /v1/jobs, one serve process",
+    "SQLite: POST /v1/jobs p99",
+    "SQLite: POST /v1/jobs/batch",
+    "PostgreSQL: POST /v1/jobs, one serve process",
+    "PostgreSQL: POST /v1/jobs p99",
+    "PostgreSQL: POST /v1/jobs/batch",
 ]
 
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 
+import chromium
 import pytest
 import servekit
-
-import chromium
 
 WAIT = 15  # seconds: no browser step may hang the suite
 
