@@ -110,6 +110,20 @@ def test_nothing_below_the_cli_imports_it():
     assert set(outside) <= ENTRY_POINTS, {m: outside[m] for m in set(outside) - ENTRY_POINTS}
 
 
+# What stands above one slot's run (``awty/run/``): the facade that opens it, and what calls the
+# facade. Everything else is below it: the run uses it, never the other way.
+ABOVE_THE_RUN = ("awty.api", "awty.cli", "awty.serve")
+
+
+def test_nothing_below_the_run_imports_it():
+    graph = import_graph()
+    assert "awty.run.runner" in graph and "awty.run.storeproc" in graph
+    outside = importers_of(graph, "awty.run")
+    below = {m for m in outside if m not in ENTRY_POINTS
+             and not any(m == a or m.startswith(a + ".") for a in ABOVE_THE_RUN)}
+    assert not below, {m: outside[m] for m in sorted(below)}
+
+
 def test_nothing_in_awty_imports_the_test_receiver():
     """``awty.testing`` is shipped for tests and local trials; the product never uses it. The
     one door: ``awty receiver`` runs it (a pipx install has no other way to start it)."""
