@@ -10,8 +10,8 @@ from __future__ import annotations
 from ._version import __version__
 
 __all__ = ["Awty", "AddResult", "AwtyError", "InvalidInput", "JobNotFound", "Conflict", "Busy",
-           "Job", "Call", "Outcome", "Kind", "CancelResult", "HistoryRow", "SlotSummary",
-           "StoreStats", "RunSummary", "Clock", "FixedClock", "__version__"]
+           "Job", "JobView", "Call", "Outcome", "Kind", "CancelResult", "HistoryRow",
+           "SlotSummary", "StoreStats", "RunSummary", "Clock", "FixedClock", "__version__"]
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from .api import AddResult, Awty
     from .clock import Clock, FixedClock
+    from .documents import JobView
     from .errors import AwtyError, Busy, Conflict, InvalidInput, JobNotFound
     from .model import (
         Call, CancelResult, HistoryRow, Job, Kind, Outcome, RunSummary, SlotSummary,
@@ -30,8 +31,8 @@ _LAZY = {
     "Awty": "api", "AddResult": "api",
     "AwtyError": "errors", "InvalidInput": "errors", "JobNotFound": "errors",
     "Conflict": "errors", "Busy": "errors",
-    "Job": "model", "Call": "model", "Outcome": "model", "Kind": "model",
-    "CancelResult": "model",
+    "Job": "model", "JobView": "documents", "Call": "model", "Outcome": "model",
+    "Kind": "model", "CancelResult": "model",
     "HistoryRow": "model", "SlotSummary": "model", "StoreStats": "model",
     "RunSummary": "model",
     "Clock": "clock", "FixedClock": "clock",

@@ -3,6 +3,7 @@ and runner together, returns data and raises ``AwtyError``s; it never prints."""
 
 from __future__ import annotations
 
+import _thread
 import builtins
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from .clock import Clock, default_clock
+from .documents import JobView
 from .errors import InvalidInput, JobNotFound
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
@@ -20,7 +22,7 @@ from .model import (
 from .record import Record, _draft, _seal
 from .slotdir import SlotTree
 from .slots import current_slot, next_slot_after, slot_for, slot_id
-from .when import parse_since
+from .when import parse_since, to_utc
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
@@ -64,6 +66,12 @@ class Awty:
     instead of ``home/awty.db``; home then keeps only settings, secret and log, and there is
     no slot tree (drop-in envelopes are a single-host feature).
 
+    Times: a ``datetime`` given to any method without a zone (naive) is local wall time, in
+    ``tz`` (default: the system's zone), as ``awty add --at`` reads a time without an offset;
+    an aware one is taken as it is. Every datetime returned is aware UTC. Results are
+    read-only records; ``JobView.as_dict()`` and ``CancelResult.as_dict()`` are JSON as they
+    stand. One ``Awty`` per process is safe to share across threads (a web app's workers).
+
     A python job (``add("myapp.checks:order_shipped", kind="python", …)``) calls its function
     in awty's own interpreter, with the directory it was added from first on ``sys.path``,
     with an ``awty.Call``: the HTTP body's fields by the same names (``id``, ``entity``,
@@ -89,6 +97,7 @@ class Awty:
         # one-line warnings for whoever runs this (the CLI prints them on stderr)
         self.notes: builtins.list[str] = []
         self._store: Store | None = None
+        self._opening = _thread.allocate_lock()  # _thread: built in, costs `awty add` nothing
         self._read_only = False
         # The one thing the runner and the rest learn about the store: is there a slot tree?
         self.tree: SlotTree | None = None if self.settings.database_url else SlotTree(self.home)
@@ -109,11 +118,14 @@ class Awty:
     def store(self) -> Store:
         """The store, opened (and home created) on first use."""
         if self._store is None:
-            if self._read_only:
-                self._opened(open_store(self, mode="read"))
-            else:
-                ensure_home(self.home)
-                self._opened(open_store(self))
+            # a web app's threads may all ask at once: open (and migrate) once, not per thread
+            with self._opening:
+                if self._store is None:
+                    if self._read_only:
+                        self._opened(open_store(self, mode="read"))
+                    else:
+                        ensure_home(self.home)
+                        self._opened(open_store(self))
         assert self._store is not None
         return self._store
 
@@ -468,18 +480,20 @@ class Awty:
     # -- changing -------------------------------------------------------------------------
     def cancel(self, ids: str | Iterable[str]) -> CancelResult:
         """Cancel jobs by id (or unique prefix). Jobs a runner is delivering now are left
-        alone and listed in ``running``: their real outcome goes to history."""
+        alone and listed in ``running``: their real outcome goes to history. The result's
+        ``cancelled``, ``running`` and ``missing`` are job ids (``as_dict()`` for JSON)."""
         if isinstance(ids, str):
             ids = [ids]
         wanted = list(dict.fromkeys(self.resolve_id(i, strict=False) for i in ids))
         result = self.store.cancel(wanted, self.clock.now())
-        self._drop_envelopes(result.cancelled)
+        self._drop_envelopes(result)
         return result
 
     def cancel_entity(self, entity: str, key: str | None = None) -> CancelResult:
-        """Cancel every pending job of ``entity`` (and ``key``, when given)."""
+        """Cancel every pending job of ``entity`` (and ``key``, when given); the result as
+        ``cancel``'s: job ids."""
         result = self.store.cancel_entity(entity, key, self.clock.now())
-        self._drop_envelopes(result.cancelled)
+        self._drop_envelopes(result)
         return result
 
     def resolve_id(self, text: str, *, strict: bool = True) -> str:
@@ -503,13 +517,13 @@ class Awty:
             raise JobNotFound(text)
         return job_id
 
-    def _drop_envelopes(self, jobs: list[Job]) -> None:
-        """The store has ended these jobs; their files go, and slots left empty with them. A
-        file that stays is an orphan the next run of its slot removes."""
+    def _drop_envelopes(self, result: CancelResult) -> None:
+        """The store has ended the cancelled jobs; their files go, and slots left empty with
+        them. A file that stays is an orphan the next run of its slot removes."""
         if self.tree is None:
             return
         by_slot: dict[datetime, list[str]] = {}
-        for j in jobs:
+        for j in (result.jobs[i] for i in result.cancelled):
             by_slot.setdefault(j.next_check_at, []).append(j.id)
         for slot, ids in by_slot.items():
             in_batch: list[str] = []  # no <id>.json: a batch file's, or none (a schedule's)
@@ -562,16 +576,18 @@ class Awty:
         return out
 
     # -- reading --------------------------------------------------------------------------
-    def get(self, job_id: str) -> Job | list[HistoryRow]:
-        """The pending job, else its history rows; raises ``JobNotFound``."""
+    def get(self, job_id: str) -> JobView:
+        """The job (id or unique prefix), pending or ended, as a ``JobView``: ``state``,
+        ``job`` (while pending), ``ended`` (its history rows), ``as_dict()`` for JSON. Raises
+        ``JobNotFound``."""
         job_id = self.resolve_id(job_id)
         job = self.store.get(job_id)
         if job is not None:
-            return job
+            return JobView.of(job, [])
         rows = self.store.get_history(job_id)
         if not rows:
             raise JobNotFound(job_id)
-        return rows
+        return JobView.of(None, rows)
 
     def get_pending(self, job_id: str) -> Job:
         """The pending job with this exact id; raises ``JobNotFound`` (saying so when it has
@@ -593,16 +609,18 @@ class Awty:
              after: tuple[datetime, str] | None = None) -> Iterator[Job]:
         """Pending jobs matching every filter given, in run order (``(next_check_at, id)``);
         ``after``: only those past that ``(next_check_at, id)`` (a page's cursor)."""
-        return self.store.list(status=status, slot=slot, until=until, entity=entity, key=key,
-                               kind=kind, limit=limit,
+        if after is not None:
+            after = (to_utc(after[0], self.tz), after[1])
+        return self.store.list(status=status, slot=self._utc(slot), until=self._utc(until),
+                               entity=entity, key=key, kind=kind, limit=limit,
                                **({"after": after} if after is not None else {}))
 
     def count(self, *, status: str | None = None, slot: datetime | None = None,
               until: datetime | None = None, entity: str | None = None,
               key: str | None = None, kind: str | None = None) -> int:
         """How many pending jobs ``list`` with the same filters gives."""
-        return self.store.count(status=status, slot=slot, until=until, entity=entity, key=key,
-                                kind=kind)
+        return self.store.count(status=status, slot=self._utc(slot), until=self._utc(until),
+                                entity=entity, key=key, kind=kind)
 
     def slots(self) -> builtins.list[tuple[datetime, int]]:
         """Slots that hold pending work, oldest first, with their number of jobs."""
@@ -613,8 +631,13 @@ class Awty:
                 limit: int | None = None) -> builtins.list[HistoryRow]:
         """Ended jobs matching every filter given (``since``: ended at or after), newest
         first."""
-        return self.store.history(outcome=outcome, entity=entity, key=key, since=since,
-                                  limit=limit)
+        return self.store.history(outcome=outcome, entity=entity, key=key,
+                                  since=self._utc(since), limit=limit)
+
+    def _utc(self, at: datetime | None) -> datetime | None:
+        """A datetime a caller gave, as aware UTC: a naive one is local wall time (see the
+        class docstring)."""
+        return None if at is None else to_utc(at, self.tz)
 
     def parse_time(self, text: str) -> datetime:
         """A start for read commands: a duration ago (1d) or a time, read backwards
@@ -732,7 +755,7 @@ class Awty:
         i-th of n shards. Raises ``Busy`` when another runner holds the slot."""
         from .run.runner import RunOptions
 
-        slot = slot if slot is not None else self.current_slot()
+        slot = self._utc(slot) or self.current_slot()
         return self.runner().run_slot(slot, RunOptions(shard=shard, dry_run=dry_run))
 
     def run_now(self, ids: str | Iterable[str]) -> RunSummary:
@@ -765,7 +788,7 @@ class Awty:
 
         if misfire not in (None, "fire", "skip"):
             raise InvalidInput("--misfire must be fire or skip")
-        return self.runner().catchup(until=until, on_slot=on_slot, opts=RunOptions(
+        return self.runner().catchup(until=self._utc(until), on_slot=on_slot, opts=RunOptions(
             dry_run=dry_run, misfire=MisfirePolicy(misfire) if misfire else None,
             misfire_grace=misfire_grace))
 

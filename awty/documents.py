@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from .model import Execution, HistoryRow, Job
+from .record import Record, _draft, _seal
 from .slots import iso, slot_id
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -57,11 +58,42 @@ def history_dict(h: HistoryRow) -> dict[str, Any]:
     }
 
 
-def show_document(found: Job | list[HistoryRow], executions: list[Execution]) -> dict[str, Any]:
+class JobView(Record):
+    """One job as ``Awty.get`` finds it, whatever became of it: ``state`` is "pending",
+    "in_flight" (being delivered now) or "ended"; ``job`` the pending ``Job`` (None once
+    ended); ``ended`` its history rows, oldest first (empty while pending; more than one when
+    ``retry`` re-armed it). ``as_dict()`` is ``awty show --json``'s document without the
+    executions: JSON as it stands, credentials in headers redacted."""
+
+    __slots__ = ("id", "state", "job", "ended")
+    id: str
+    state: str
+    job: Job | None
+    ended: list[HistoryRow]
+
+    def __new__(cls, id: str, state: str, job: Job | None,
+                ended: list[HistoryRow]) -> JobView:
+        s = _draft(cls)
+        s.id = id
+        s.state = state
+        s.job = job
+        s.ended = ended
+        return _seal(s, cls)
+
+    @classmethod
+    def of(cls, job: Job | None, ended: list[HistoryRow]) -> JobView:
+        if job is not None:
+            return cls(job.id, job.status.value, job, [])
+        return cls(ended[-1].id, "ended", None, ended)
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.job is not None:
+            return {"state": self.state, **job_dict(self.job)}
+        return {"state": "ended", **history_dict(self.ended[-1]),
+                "ended_runs": [history_dict(h) for h in self.ended]}
+
+
+def show_document(view: JobView, executions: list[Execution]) -> dict[str, Any]:
     """``awty show --json``'s document: a pending job (``state`` its status) or how it ended
     (``state`` "ended", its last history row, every ended run), with each execution."""
-    events = [execution_dict(e) for e in executions]
-    if isinstance(found, list):
-        return {"state": "ended", **history_dict(found[-1]),
-                "ended_runs": [history_dict(h) for h in found], "executions": events}
-    return {"state": found.status.value, **job_dict(found), "executions": events}
+    return {**view.as_dict(), "executions": [execution_dict(e) for e in executions]}

@@ -458,20 +458,38 @@ class Added(Record):
 
 
 class CancelResult(Record):
-    """What a cancel did. Only ``cancelled`` jobs were ended (outcome ``cancelled``)."""
+    """What a cancel did, as job ids: ``cancelled`` were ended (outcome ``cancelled``),
+    ``running`` were being delivered by a live runner and left alone (their real outcome goes
+    to history), ``missing`` were not pending (unknown, or already ended). Three lists of one
+    kind, so ``as_dict()`` is JSON as it stands; ``jobs`` holds the cancelled and running
+    ``Job``s by id for a caller that wants more than the id (which runner, which slot)."""
 
-    __slots__ = ("cancelled", "running", "missing")
-    cancelled: list[Job]
-    running: list[Job]  # started by a live runner: left alone, their real outcome goes to history
-    missing: list[str]  # ids not pending (unknown, or already ended)
+    __slots__ = ("cancelled", "running", "missing", "jobs")
+    cancelled: list[str]
+    running: list[str]
+    missing: list[str]
+    jobs: dict[str, Job]
 
-    def __new__(cls, cancelled: list[Job], running: list[Job],
-                missing: list[str]) -> CancelResult:
+    def __new__(cls, cancelled: list[str], running: list[str], missing: list[str],
+                jobs: dict[str, Job]) -> CancelResult:
         s = _draft(cls)
         s.cancelled = cancelled
         s.running = running
         s.missing = missing
+        s.jobs = jobs
         return _seal(s, cls)
+
+    @classmethod
+    def of(cls, cancelled: list[Job], running: list[Job],
+           missing: list[str] | None = None) -> CancelResult:
+        """From the jobs a store ended and the ones it left running."""
+        return cls([j.id for j in cancelled], [j.id for j in running], missing or [],
+                   {j.id: j for j in (*cancelled, *running)})
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """``{"cancelled": [...], "running": [...], "missing": [...]}``: job ids."""
+        return {"cancelled": list(self.cancelled), "running": list(self.running),
+                "missing": list(self.missing)}
 
 
 class LeaseGroup(Record):

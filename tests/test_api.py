@@ -102,14 +102,14 @@ def test_idempotency_key(awty, home):
 def test_cancel_by_id_removes_row_and_file_and_writes_history(awty, home):
     res = awty.add("https://example.com/", in_="2h")
     cancelled = awty.cancel([res.job.id, "01NOSUCHJOB0000000000000000"])
-    assert [j.id for j in cancelled.cancelled] == [res.job.id]
+    assert cancelled.cancelled == [res.job.id]
     assert cancelled.missing == ["01NOSUCHJOB0000000000000000"] and cancelled.running == []
     assert db_rows(home, "future_job") == []
     assert tree_files(home) == []
     hist = db_rows(home, "job_history")
     assert [(h["id"], h["outcome"]) for h in hist] == [(res.job.id, "cancelled")]
     shown = awty.get(res.job.id)
-    assert shown[-1].outcome is Outcome.CANCELLED
+    assert shown.ended[-1].outcome is Outcome.CANCELLED
 
 
 def test_cancel_entity(awty, home):
@@ -118,7 +118,7 @@ def test_cancel_entity(awty, home):
     c = awty.add("https://example.com/", in_="2h", entity="order", key="2")
     d = awty.add("https://example.com/", in_="2h", entity="invoice", key="1")
     gone = awty.cancel_entity("order", "1")
-    assert len(gone.cancelled) == 2 and a.job.id in {j.id for j in gone.cancelled}
+    assert len(gone.cancelled) == 2 and a.job.id in gone.cancelled
     left = {r["id"] for r in db_rows(home, "future_job")}
     assert left == {c.job.id, d.job.id}
     assert len(awty.cancel_entity("order").cancelled) == 1
@@ -220,7 +220,7 @@ def test_ids_in_any_case_and_unique_prefixes(awty, home):
     moved = awty.reschedule(jobs[1].id[:24].lower(), in_="1d")
     assert moved.id == jobs[1].id
     res = awty.cancel(jobs[2].id.lower())  # one id as a str
-    assert [x.id for x in res.cancelled] == [jobs[2].id]
+    assert res.cancelled == [jobs[2].id]
     assert [x.id for x in awty.retry(jobs[2].id[:24])] == [jobs[2].id]
     assert awty.count() == 3 and awty.count(until=j.next_check_at) == 2
 
@@ -235,3 +235,82 @@ def test_cli_ambiguous_prefix_is_exit_2_listing_candidates(awty, home):
                              env={"AWTY_NOW": "2026-11-22T10:07:12Z"})
     assert res.exit_code == 2, res.output
     assert "ambiguous" in res.output and jobs[0].id in res.output and jobs[1].id in res.output
+
+
+# --- plain results a web handler can serialise (issue 30, item 14) -----------------------------
+def test_cancel_results_are_ids_of_one_kind_and_serialise(awty):
+    a = awty.add("https://example.com/", in_="2h", entity="order", key="1").job
+    b = awty.add("https://example.com/", in_="2h", entity="order", key="1").job
+    res = awty.cancel_entity("order", "1")  # (running jobs: the store contract tests)
+    assert sorted(res.cancelled) == sorted([a.id, b.id]) and res.running == []
+    assert res.missing == []
+    assert all(isinstance(x, str) for x in res.cancelled + res.running + res.missing)
+    assert json.loads(json.dumps(res.as_dict())) == {
+        "cancelled": res.cancelled, "running": [], "missing": []}
+    assert res.jobs[a.id].entity_key == "1"  # the jobs behind the ids, for who needs them
+    again = awty.cancel([a.id, "01NOSUCHJOB0000000000000000"])
+    assert again.as_dict() == {"cancelled": [], "running": [],
+                               "missing": [a.id, "01NOSUCHJOB0000000000000000"]}
+
+
+def test_get_returns_one_type_pending_or_ended(awty):
+    from awty import JobView
+
+    job = awty.add("https://example.com/", in_="2h", payload={"n": 1}).job
+    view = awty.get(job.id)
+    assert isinstance(view, JobView) and view.state == "pending" and view.job == job
+    assert view.ended == [] and view.id == job.id
+    doc = json.loads(json.dumps(view.as_dict()))
+    assert doc["state"] == "pending" and doc["payload"] == {"n": 1} and doc["id"] == job.id
+    awty.cancel(job.id)
+    view = awty.get(job.id)
+    assert isinstance(view, JobView) and view.state == "ended" and view.job is None
+    assert [h.outcome for h in view.ended] == [Outcome.CANCELLED]
+    doc = json.loads(json.dumps(view.as_dict()))
+    assert doc["state"] == "ended" and doc["outcome"] == "cancelled"
+
+
+def test_a_naive_datetime_is_local_time_everywhere(home, clock):
+    from datetime import datetime as dt, timezone
+
+    berlin = timezone(timedelta(hours=1))  # the zone the Awty reads wall times in
+    with Awty(home, clock=clock, env={}, tz=berlin) as a:
+        naive = dt(2026, 11, 22, 13, 7, 12)  # 12:07:12 UTC
+        aware = naive.replace(tzinfo=berlin)
+        j1 = a.add("https://example.com/", at=naive).job
+        j2 = a.add("https://example.com/", at=aware).job
+        assert j1.first_check_at == j2.first_check_at == aware
+        slot = dt(2026, 11, 22, 13, 15)  # the 12:15 UTC slot, as local wall time
+        assert {j.id for j in a.list(slot=slot)} == {j1.id, j2.id}
+        assert a.count(until=slot) == 2 and a.count(until=dt(2026, 11, 22, 13, 0)) == 0
+        a.cancel(j1.id)
+        assert [h.id for h in a.history(since=dt(2026, 11, 22, 11, 0))] == [j1.id]
+        assert a.history(since=dt(2026, 11, 22, 11, 8)) == []  # 10:08 UTC: after the cancel
+        clock.set(aware + timedelta(minutes=10))  # past the slot's boundary
+        assert a.run_slot(slot, dry_run=True).outcomes == {"would_fire": 1}
+
+
+def test_one_awty_shared_by_a_web_apps_threads(home, clock, backend):
+    """What a Flask or FastAPI app does with one ``Awty`` per process: many worker threads
+    adding, reading and cancelling at once, the first calls racing to open the store."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = Awty(home, clock=clock, env={}, **backend.kw)
+    try:
+        def handler(i: int) -> dict:
+            added = a.add("https://example.com/hook", in_="2h", entity="order", key=str(i),
+                          payload={"i": i})
+            view = a.get(added.job.id)
+            assert view.job is not None and view.job.payload == {"i": i}
+            assert sum(1 for _ in a.list(entity="order", key=str(i))) == 1
+            if i % 2:
+                assert a.cancel_entity("order", str(i)).cancelled == [added.job.id]
+            return json.loads(json.dumps(a.get(added.job.id).as_dict()))
+
+        with ThreadPoolExecutor(16) as pool:
+            docs = list(pool.map(handler, range(200)))
+        assert [d["state"] for d in docs] == ["pending" if i % 2 == 0 else "ended"
+                                              for i in range(200)]
+        assert a.count() == 100 and len(a.history(outcome="cancelled")) == 100
+    finally:
+        a.close()

@@ -445,7 +445,8 @@ def test_a_version_4_database_gets_the_slot_first_entity_index_on_open(home, clo
                     "DROP INDEX future_job_slot_entity",
                     "CREATE INDEX future_job_entity ON future_job (entity_name, entity_key)")
     with Awty(home, clock=clock, env={}) as a:
-        assert [j.entity_key for j in a.cancel_entity("order", "8").cancelled] == ["8"]
+        res = a.cancel_entity("order", "8")
+        assert [res.jobs[i].entity_key for i in res.cancelled] == ["8"]
         assert a.count(entity="order") == 1
     conn = sqlite3.connect(home / "awty.db")
     try:

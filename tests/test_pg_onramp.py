@@ -355,7 +355,7 @@ def test_a_runner_claims_only_its_kinds_and_doctor_names_what_none_may_claim(tmp
     from awty.api import Awty
 
     with Awty(anything, env={}) as a:  # the Python API says the same
-        [row] = a.get(cmd)
+        [row] = a.get(cmd).ended
         assert (row.host, row.pid) == (socket.gethostname(), pids[cmd])
         assert a.executions(cmd)[0].pid == pids[cmd]
 

@@ -41,8 +41,9 @@ def test_entity_lookups_find_every_slot_through_the_slot_entity_index(home, cloc
         assert a.count(entity="order") == 10
         assert [j.entity_key for j in a.list(entity="user", key="30")] == ["30"]
         assert a.count(entity="nobody") == 0
-        cancelled = a.cancel_entity("order", "shared").cancelled
-        assert len(cancelled) == 5 and {j.entity_key for j in cancelled} == {"shared"}
+        res = a.cancel_entity("order", "shared")
+        assert len(res.cancelled) == 5
+        assert {res.jobs[i].entity_key for i in res.cancelled} == {"shared"}
         assert len(a.cancel_entity("order").cancelled) == 5
         assert a.count(entity="order") == 0 and a.count(entity="user") == 5
         assert a.count() == 11

@@ -61,6 +61,7 @@ def test_user_program_runs(tmp_path):
     assert seen[0].endswith("slot=2030-01-01T12:30:00+00:00")
     # a str id is one id, a list several: two jobs cancelled, not one per character
     assert "cancelled 2" in seen
+    assert "get as JSON True" in seen and "cancel as JSON True 1" in seen
     assert "history 2: ['cancelled', 'cancelled']" in seen
     assert "rescheduled to 2030-01-01T13:00:00+00:00" in seen
     assert "run_slot dry_run=True" in seen

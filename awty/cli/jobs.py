@@ -100,15 +100,16 @@ def cancel(
         raise InvalidInput("--key needs --entity")
     a = open_awty(home)
     res = a.cancel_entity(entity, key) if entity else a.cancel(ids or [])
+    running = [res.jobs[i] for i in res.running]
     if as_json:
-        r.emit_json({"cancelled": [j.id for j in res.cancelled], "not_found": res.missing,
-                     "running": [{"id": j.id, "runner": j.lease_owner} for j in res.running]})
+        r.emit_json({"cancelled": res.cancelled, "not_found": res.missing,
+                     "running": [{"id": j.id, "runner": j.lease_owner} for j in running]})
     else:
-        for j in res.cancelled:
-            r.out(f"cancelled {j.id}")
+        for job_id in res.cancelled:
+            r.out(f"cancelled {job_id}")
         if entity and not res.cancelled and not res.running:
             r.out("no pending jobs for that entity")
-    for j in res.running:
+    for j in running:
         r.err(f"awty: job {j.id} is being delivered now ({runner_label(j.lease_owner)}); "
               "its outcome will be in history")
     if res.missing:
@@ -196,12 +197,12 @@ def show(
     """Show one job: pending, or how it ended, with each execution (local time unless
     --utc).  Example: awty show 01JD3…"""
     a = open_awty(home)
-    found = a.get(job_id)
+    view = a.get(job_id)
     events = a.executions(job_id)
     if as_json:
-        r.emit_json(r.show_document(found, events))
+        r.emit_json(r.show_document(view, events))
         return
-    r.show_job(found, events, utc)
+    r.show_job(view, events, utc)
 
 
 @commands.command()

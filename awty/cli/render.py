@@ -12,6 +12,7 @@ from ..documents import execution_dict as execution_dict
 from ..documents import history_dict as history_dict
 from ..documents import job_dict as job_dict
 from ..documents import redact_headers as redact_headers
+from ..documents import JobView
 from ..documents import show_document as show_document
 from ..model import Execution, HistoryRow, Job
 from ..slots import iso, slot_id
@@ -111,10 +112,11 @@ def history_table(rows: Iterable[HistoryRow], utc: bool, failed: bool = False) -
             h.target, first_line(h.error)] for h in rows))
 
 
-def show_job(found: Job | list[HistoryRow], events: list[Execution], utc: bool) -> None:
+def show_job(view: JobView, events: list[Execution], utc: bool) -> None:
     """``show``'s text: ``add``'s and ``list``'s words and times, one status line, the values
     in one column, then the executions and what the last one printed."""
-    if isinstance(found, list):
+    found = view.ended
+    if view.job is None:
         h = found[-1]
         status = h.outcome.value + (f": {first_line(h.reason)}" if h.reason else "")
         rows: list[tuple[str, Any]] = [
@@ -130,7 +132,7 @@ def show_job(found: Job | list[HistoryRow], events: list[Execution], utc: bool) 
              if len(found) > 1 else None)]
         output = h.output
     else:
-        j = found
+        j = view.job
         rows = [
             ("id", j.id), ("status", _pending_status(j, utc)), ("kind", j.kind.value),
             ("target", j.target), ("entity", _entity(j.entity_name, j.entity_key)),

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import tokens
-from ..documents import job_dict, show_document
+from ..documents import JobView, job_dict, show_document
 from ..errors import InvalidInput
 from .auth import authorize
 from .body import read_bytes, read_json, read_lines
@@ -55,7 +55,7 @@ async def add_job(request: Request) -> Response:
     (added,) = await backend.run(_add, token, [spec], True)
     request.app.state.metrics.added(1)
     if added.created:
-        doc = show_document(added.job, [])
+        doc = show_document(JobView.of(added.job, []), [])
         return JSONResponse(doc, 201, headers={"Location": f"/v1/jobs/{added.job.id}"})
     return JSONResponse(await backend.run(_shown, added.job.id), 200,
                         headers={"Location": f"/v1/jobs/{added.job.id}"})
@@ -160,12 +160,12 @@ def cancel_one(a: Awty, job_id: str) -> dict[str, Any]:
 
     res = a.cancel([job_id])
     if res.running:
-        j = res.running[0]
+        j = res.jobs[res.running[0]]
         raise Problem(409, f"job {j.id} is being delivered now ({runner_label(j.lease_owner)}); "
                       "its outcome will be in history", runner=j.lease_owner)
     if res.missing:
         raise Problem(404, f"not pending (unknown or already ended): {res.missing[0]}")
-    return {"cancelled": res.cancelled[0].id}
+    return {"cancelled": res.cancelled[0]}
 
 
 async def cancel_job(request: Request) -> Response:

@@ -466,7 +466,7 @@ class PostgresStore:
             cancelled, running = self._cancel(cur, "f.id = ANY(%(ids)s)", {"ids": wanted},
                                               sec(now), reason)
         known = {j.id for j in cancelled} | {j.id for j in running}
-        return CancelResult(cancelled, running, [i for i in wanted if i not in known])
+        return CancelResult.of(cancelled, running, [i for i in wanted if i not in known])
 
     def cancel_entity(self, entity: str, key: str | None, now: datetime) -> CancelResult:
         where = "f.entity_name = %(entity)s"
@@ -475,7 +475,7 @@ class PostgresStore:
         with self._tx("cannot cancel") as cur:
             cancelled, running = self._cancel(cur, where, {"entity": entity, "key": key},
                                               sec(now), "cancelled")
-        return CancelResult(cancelled, running, [])
+        return CancelResult.of(cancelled, running)
 
     def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
         now = sec(now)
@@ -769,7 +769,7 @@ class PostgresStore:
             cancelled, running = self._cancel(cur, "f.schedule = %(name)s", {"name": name},
                                               now, f"schedule {name} removed")
             cur.execute(self.sql.schedule_delete, (name,))
-        return CancelResult(cancelled, running, [])
+        return CancelResult.of(cancelled, running)
     # -- serve's tokens ---------------------------------------------------------------------
     def add_token(self, token: ApiToken, token_hash: str) -> None:
         with self._tx("cannot add the token") as cur:

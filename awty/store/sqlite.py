@@ -360,7 +360,7 @@ class SQLiteStore:
         busy = {j.id for j in running}
         cancelled = [j for j in jobs if j.id not in busy]
         end_rows(c, [End(j, Outcome.CANCELLED, reason, None) for j in cancelled], now)
-        return CancelResult(cancelled=cancelled, running=running, missing=[])
+        return CancelResult.of(cancelled, running)
 
     def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
         with self._write() as c:

@@ -140,7 +140,7 @@ def test_clock_stepped_mid_run(tmp_path, jump):
                  lease="60s", timeout="5s")
         ids = [r.job.id for r in a.add_many([{"target": rx.url("/m"), "in": "1m",
                                                "payload": {"i": i}} for i in range(n)])]
-        slot = a.get(ids[0]).next_check_at
+        slot = a.get(ids[0]).job.next_check_at
         clock.set(slot + timedelta(seconds=5))
         summary = a.run_slot(slot)
         assert moved

@@ -110,7 +110,7 @@ def test_disk_fills_up_mid_run(small_fs):
             ids = [r.job.id for r in a.add_many(
                 [{"target": rx.url("/re" if i % 2 else "/k"), "in": "1m", "payload": {"i": i}}
                  for i in range(n)])]
-            slot = a.get(ids[0]).next_check_at
+            slot = a.get(ids[0]).job.next_check_at
         settings = dict(batch_size=50, concurrency=16, timeout="5s", busy_timeout="1s")
         env = cli_env(home, slot + timedelta(seconds=1), **settings)
         p = run_cli(["run-slot", slot_id(slot)], env)
@@ -159,7 +159,7 @@ def test_read_only_home(small_fs):
         with Awty(home, clock=FixedClock(T0), env={}) as a:
             ids = [r.job.id for r in a.add_many(
                 [{"target": rx.url("/re" if i % 2 else "/k"), "in": "1m"} for i in range(n)])]
-            slot = a.get(ids[0]).next_check_at
+            slot = a.get(ids[0]).job.next_check_at
         files = sorted(envelopes(home))
         subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
         try:
@@ -288,7 +288,7 @@ def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
         a = Awty(home, clock=clock, env={}, quick_retries=0, batch_size=50, concurrency=16)
         ids = [r.job.id for r in a.add_many(
             [{"target": rx.url("/re" if i % 2 else "/k"), "in": "1m"} for i in range(n)])]
-        slot = a.get(ids[0]).next_check_at
+        slot = a.get(ids[0]).job.next_check_at
         refused = _break_writes(monkeypatch, errno.ENOSPC)
         removals: list[int] = []
 

@@ -241,7 +241,7 @@ def test_giant_bodies_and_headers_keep_run_slot_memory_flat(home, clock):
         a = make(home, clock)
         ids = [a.add(rx["giant"].url("/g"), in_="1m").job.id for _ in range(n)]
         ids += [a.add(rx["headers"].url("/h"), in_="1m").job.id for _ in range(4)]
-        slot = a.get(ids[0]).next_check_at
+        slot = a.get(ids[0]).job.next_check_at
         a.close()
         started = time.monotonic()
         got = _run_slot_rss(home, clock, slot)
@@ -291,7 +291,7 @@ def test_hostile_answers_never_break_the_runner(home, clock):
             rx.script(f"/n{i}", reply)
             ids.append(a.add(rx.url(f"/n{i}"), in_="1m").job.id)
         ok = a.add(rx.url("/fine"), in_="1m").job.id
-        slot = a.get(ok).next_check_at
+        slot = a.get(ok).job.next_check_at
         clock.set(slot)
         s = a.run_slot(slot)  # raises if any answer breaks the runner
         assert s.ran == len(NASTY) + 1

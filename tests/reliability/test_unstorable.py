@@ -83,7 +83,7 @@ def test_a_nul_in_an_answer_poisons_nothing(home, backend, store_process):
             {"target": PRINTS + "; exit 3", "kind": "exec", "in": "1m", "max_attempts": 1},
         ])
         with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
-            slot = a.get(bad).next_check_at
+            slot = a.get(bad).job.next_check_at
         now = slot + timedelta(seconds=1)
         run = run_cli(["run-slot", slot_id(slot)],
                       _env(home, backend, now, store_process=store_process))
@@ -143,7 +143,7 @@ def test_a_result_the_store_refuses_fails_that_job_alone(home, backend, store_pr
         ids += _add(home, backend, [{"target": rx.url("/ok"), "in": "1m"} for _ in range(n)])
         _refuse_poisoned_history(home, backend)
         with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
-            slot = a.get(poisoned).next_check_at
+            slot = a.get(poisoned).job.next_check_at
         now = slot + timedelta(seconds=1)
         # one batch, written once at the end: the refused row shares its write with all
         run = run_cli(["run-slot", slot_id(slot)],

@@ -473,7 +473,7 @@ def test_cancel_pending_and_claimed_not_started(store):
     p, c, keep = add(store, mk(S2), mk(S1), mk(S1))
     claim(store, S1, limit=1)
     result = store.cancel([p.id, c.id, "01UNKNOWN"], T0, reason="user asked")
-    assert sorted(ids(result.cancelled)) == sorted([p.id, c.id])
+    assert sorted(result.cancelled) == sorted([p.id, c.id])
     assert result.running == [] and result.missing == ["01UNKNOWN"]
     assert store.get(p.id) is None and store.get(c.id) is None
     [row] = store.get_history(c.id)
@@ -492,12 +492,12 @@ def test_cancel_leaves_running_job_of_live_owner(store, case, holders):
     store.start([j.id], owner=A, now=NOW)
     later = NOW + timedelta(hours=1)  # lease expired, owner alive: still running
     result = store.cancel([j.id], later)
-    assert ids(result.running) == [j.id] and result.cancelled == [] and result.missing == []
+    assert result.running == [j.id] and result.cancelled == [] and result.missing == []
     assert store.get(j.id).status is Status.IN_FLIGHT
     h.kill()
     wait_dead(store, A, later)
     result = store.cancel([j.id], later)
-    assert ids(result.cancelled) == [j.id]
+    assert result.cancelled == [j.id]
     assert store.get_history(j.id)[0].outcome is Outcome.CANCELLED
 
 
@@ -509,10 +509,10 @@ def test_cancel_started_without_session_judged_by_lease(store, case):
     if case.kind == "postgres":
         # no session lock held: the owner is gone (base.py: PostgreSQL always knows), so
         # the job is not being delivered, whatever its lease says
-        assert ids(store.cancel([j.id], NOW + timedelta(seconds=29)).cancelled) == [j.id]
+        assert store.cancel([j.id], NOW + timedelta(seconds=29)).cancelled == [j.id]
         return
-    assert ids(store.cancel([j.id], NOW + timedelta(seconds=29)).running) == [j.id]
-    assert ids(store.cancel([j.id], NOW + timedelta(seconds=30)).cancelled) == [j.id]
+    assert store.cancel([j.id], NOW + timedelta(seconds=29)).running == [j.id]
+    assert store.cancel([j.id], NOW + timedelta(seconds=30)).cancelled == [j.id]
 
 
 def test_a_started_job_of_a_dead_owner_may_be_cancelled_while_its_lease_is_live(
@@ -523,11 +523,11 @@ def test_a_started_job_of_a_dead_owner_may_be_cancelled_while_its_lease_is_live(
     first, second = add(store, mk(S1), mk(S1))
     claim(store, S1, owner=A, lease=timedelta(minutes=10))
     assert store.start([first.id, second.id], owner=A, now=NOW) == [first.id, second.id]
-    assert ids(store.cancel([first.id], NOW).running) == [first.id]  # alive: delivering
+    assert store.cancel([first.id], NOW).running == [first.id]  # alive: delivering
     h.kill()
     wait_dead(store, A, NOW)
     soon = NOW + timedelta(minutes=1)  # the lease runs 9 more minutes
-    assert ids(store.cancel([first.id], soon).cancelled) == [first.id]
+    assert store.cancel([first.id], soon).cancelled == [first.id]
     moved = store.reschedule(second.id, S3, soon)
     assert (moved.status, moved.next_check_at, moved.lease_owner) == (Status.PENDING, S3, None)
 
@@ -572,8 +572,8 @@ def test_cancel_entity(store):
     a, b, c, d = add(store, mk(S1, entity="order", key="1"), mk(S2, entity="order", key="2"),
                      mk(S2, entity="order", key="1"), mk(S2, entity="user", key="1"))
     result = store.cancel_entity("order", "1", NOW)
-    assert sorted(ids(result.cancelled)) == sorted([a.id, c.id])
-    assert ids(store.cancel_entity("order", None, NOW).cancelled) == [b.id]
+    assert sorted(result.cancelled) == sorted([a.id, c.id])
+    assert store.cancel_entity("order", None, NOW).cancelled == [b.id]
     assert ids(store.list()) == [d.id]
     assert store.cancel_entity("nothing", None, NOW).cancelled == []
 
@@ -1021,7 +1021,7 @@ def test_pause_resume_remove_schedule(store):
     assert [j.occurrence for j in pending_of(store, "tick")] == [S1, S1 + 15 * MIN]
     store.finish([end(fired)], owner=A, now=S1 + 13 * MIN)
     result = store.remove_schedule("tick", S1 + 14 * MIN)
-    assert [j.occurrence for j in result.cancelled] == [S1 + 15 * MIN]
+    assert [result.jobs[i].occurrence for i in result.cancelled] == [S1 + 15 * MIN]
     assert store.get_schedule("tick") is None and pending_of(store, "tick") == []
     with pytest.raises(ScheduleNotFound):
         store.pause_schedule("tick", S1)

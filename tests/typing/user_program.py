@@ -4,13 +4,14 @@ works as well as type-checks. Not collected by pytest (no test_ prefix)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 
 from awty import (
     AddResult, Awty, AwtyError, Call, CancelResult, FixedClock, HistoryRow, InvalidInput, Job,
-    JobNotFound, Kind, SlotSummary, StoreStats,
+    JobNotFound, JobView, Kind, SlotSummary, StoreStats,
 )
 
 
@@ -48,9 +49,11 @@ def main(home: str) -> list[str]:
         pending: list[Job] = list(a.list(entity="order"))
         seen.append(f"listed {len(pending)} of {a.count()}")
 
-        shown = a.get(job.id)
-        if isinstance(shown, Job):
-            seen.append(f"get pending {shown.next_check_at.isoformat()}")
+        shown: JobView = a.get(job.id)
+        if shown.job is not None:
+            seen.append(f"get pending {shown.job.next_check_at.isoformat()}")
+        as_json: str = json.dumps(shown.as_dict())  # what a web handler returns
+        seen.append(f"get as JSON {len(as_json) > 0}")
 
         moved: Job = a.reschedule(job.id, in_=timedelta(hours=1))
         seen.append(f"rescheduled to {moved.next_check_at.isoformat()}")
@@ -58,6 +61,8 @@ def main(home: str) -> list[str]:
         one: CancelResult = a.cancel(many[0].job.id)
         several: CancelResult = a.cancel([many[1].job.id])
         seen.append(f"cancelled {len(one.cancelled) + len(several.cancelled)}")
+        ids: list[str] = one.cancelled + one.running + one.missing
+        seen.append(f"cancel as JSON {json.dumps(several.as_dict()) != ''} {len(ids)}")
 
         rows: list[HistoryRow] = a.history(outcome="cancelled", limit=10)
         seen.append(f"history {len(rows)}: {sorted(r.outcome.value for r in rows)}")
