@@ -317,7 +317,7 @@ def test_history_and_show_events(home, clock, rx, backend):
     rx.script("/h", status=[500, 200])
     job = a.add(rx.url("/h"), in_="1m").job
     fire(a, clock, job.next_check_at)
-    fire(a, clock, a.get(job.id).next_check_at)
+    fire(a, clock, a.get(job.id).job.next_check_at)
     events = a.executions(job.id)
     assert [(e.attempt, e.answer.value, e.status) for e in events] == \
         [(1, "retry", 500), (2, "done", 200)]
