@@ -751,12 +751,20 @@ class Awty:
 
     def run_slot(self, slot: datetime | None = None, *, shard: tuple[int, int] | None = None,
                  dry_run: bool = False) -> SlotSummary:
-        """Fire one slot (default: the current one) as cron does; ``shard=(i, n)`` runs the
-        i-th of n shards. Raises ``Busy`` when another runner holds the slot."""
+        """Fire one slot; by default the current one as cron does, then (bounded, see
+        ``Runner.run_late``) the past slots still holding work, in ``late``: a machine back
+        from sleep fires what it missed at its first run. ``shard=(i, n)`` runs the i-th of n
+        shards. Raises ``Busy`` when another runner holds the slot."""
         from .run.runner import RunOptions
 
-        slot = self._utc(slot) or self.current_slot()
-        return self.runner().run_slot(slot, RunOptions(shard=shard, dry_run=dry_run))
+        runner, opts = self.runner(), RunOptions(shard=shard, dry_run=dry_run)
+        if slot is not None:
+            return runner.run_slot(to_utc(slot, self.tz), opts)
+        slot = self.current_slot()
+        summary = runner.run_slot(slot, opts)
+        if not dry_run:
+            summary.late = runner.run_late(slot, opts)
+        return summary
 
     def run_now(self, ids: str | Iterable[str]) -> RunSummary:
         """Fire these pending jobs now (``awty run ID…``), each as its slot's run would; ids

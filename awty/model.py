@@ -589,7 +589,8 @@ class SlotSummary:
     def __init__(self, slot: str, ran: int = 0, outcomes: dict[str, int] | None = None,
                  rechecked: int = 0, retried: int = 0, deferred: int = 0, imported: int = 0,
                  orphans_removed: int = 0, rejected: int = 0, skipped_cancelled: int = 0,
-                 seconds: float = 0.0, busy: str | None = None, dry_run: bool = False) -> None:
+                 seconds: float = 0.0, busy: str | None = None, dry_run: bool = False,
+                 late: list[SlotSummary] | None = None) -> None:
         self.slot = slot
         self.ran = ran
         self.outcomes: dict[str, int] = {} if outcomes is None else outcomes  # done/gone/…
@@ -603,6 +604,9 @@ class SlotSummary:
         self.seconds = seconds
         self.busy = busy  # set when another runner held the slot's lock
         self.dry_run = dry_run
+        # cron's run of the current slot: the late slots it ran after it ([] none, None: not
+        # such a run)
+        self.late = late
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_dict()!r})"
@@ -631,6 +635,7 @@ class SlotSummary:
             "seconds": round(self.seconds, 3),
             "busy": self.busy,
             "dry_run": self.dry_run,
+            **({} if self.late is None else {"late": [s.to_dict() for s in self.late]}),
         }
 
 

@@ -33,18 +33,24 @@ class Sent:
 
 
 def failures(summary: dict[str, Any]) -> int:
-    """Jobs ended as failed plus envelopes rejected, for a slot or a catch-up summary."""
+    """Jobs ended as failed plus envelopes rejected, for a slot (with the late slots cron's
+    run fired after it) or a catch-up summary."""
     slots = summary.get("slots") or [summary]
     n: int = (summary.get("outcomes", {}).get("failed", 0)
             + sum(s.get("rejected", 0) for s in slots))
-    return n
+    return n + sum(failures(late) for late in summary.get("late") or ())
 
 
 def text(run: str, summary: dict[str, Any], home: str) -> str:
-    what = (f"slot {summary['slot']}" if "slot" in summary
-            else f"catchup of {len(summary.get('slots', []))} slot(s)")
-    outcomes = ", ".join(f"{n} {k}" for k, n in sorted(summary.get("outcomes", {}).items()))
-    rejected = sum(s.get("rejected", 0) for s in summary.get("slots") or [summary])
+    late = summary.get("late") or []
+    what = (f"slot {summary['slot']}" + (f" and {len(late)} late slot(s)" if late else "")
+            if "slot" in summary else f"catchup of {len(summary.get('slots', []))} slot(s)")
+    totals: dict[str, int] = {}
+    for part in (summary, *late):
+        for k, n in part.get("outcomes", {}).items():
+            totals[k] = totals.get(k, 0) + n
+    outcomes = ", ".join(f"{n} {k}" for k, n in sorted(totals.items()))
+    rejected = sum(s.get("rejected", 0) for s in (summary.get("slots") or [summary, *late]))
     return (f"awty {run}: {what}: {outcomes or 'nothing ran'}"
             + (f", {rejected} rejected" if rejected else "")
             + f" (home {home}; see `awty history --failed`)")
@@ -93,7 +99,7 @@ def after_run(awty: Awty, run: str, summary: dict[str, Any], started: datetime) 
     """Notify for one finished run of ``awty`` (an ``Awty``) when it had failures and a
     ``notify_command`` is set; None when there was nothing to do."""
     command = awty.settings.notify_command
-    if not command or summary.get("dry_run") or summary.get("busy") or not failures(summary):
+    if not command or summary.get("dry_run") or not failures(summary):
         return None
     failed = awty.history(outcome="failed", since=started, limit=MAX_LISTED)
     return send(command, document(run, summary, str(awty.home), failed), env=awty.env)

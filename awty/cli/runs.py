@@ -41,7 +41,9 @@ def slots(as_json: Json = False, utc: Utc = False, home: Home = None) -> None:
 @reports_errors
 def run_slot(
     slot: Annotated[Optional[str], typer.Argument(
-        help="Slot id YYYYMMDDHHMM (UTC); default: the boundary that just passed.",
+        help="Slot id YYYYMMDDHHMM (UTC); default: the boundary that just passed, then the "
+             "past slots still holding work (a machine back from sleep), up to batch_size "
+             "jobs of them.",
         show_default=False)] = None,
     shard: Annotated[Optional[str], typer.Option(help="i/n: run only shard i of n "
                                                  "(1-based), by hash of job id.")] = None,
@@ -49,8 +51,9 @@ def run_slot(
     as_json: Json = False,
     home: Home = None,
 ) -> None:
-    """Fire a slot's jobs (what cron runs at every boundary). Quiet under cron unless
-    something needs a human; a progress bar on a terminal.
+    """Fire a slot's jobs (what cron runs at every boundary): without SLOT, the slot just
+    passed, then the late slots it finds (missed while the machine slept), oldest first.
+    Quiet under cron unless something needs a human; a progress bar on a terminal.
 
     Examples:  awty run-slot   |   awty run-slot 202611221415 --shard 1/2
     """

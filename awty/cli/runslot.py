@@ -60,14 +60,23 @@ def notify(a, run: str, summary: dict, started) -> None:
 def report_slot(d: dict, as_json: bool) -> None:
     if as_json:
         r.emit_json(d)
-    elif d.get("busy"):
+        return
+    if d.get("busy"):
         r.err(f"awty: slot {d['slot']} is already being run ({d['busy']}); nothing to do")
     elif d.get("dry_run"):
         r.out(r.dry_run_line(d))
-    elif sys.stdout.isatty():
-        r.out(r.summary_line(d))
+    else:
+        _report_ran(d, "")
+    for late in d.get("late") or ():  # a busy late slot is another runner's: nothing to say
+        if not late.get("busy"):
+            _report_ran(late, "late ")
+
+
+def _report_ran(d: dict, what: str) -> None:
+    if sys.stdout.isatty():
+        r.out(what + r.summary_line(d))
     elif d["outcomes"].get("failed") or d.get("rejected"):
-        r.err("awty: " + r.summary_line(d) + " (see `awty history --outcome failed`)")
+        r.err(f"awty: {what}{r.summary_line(d)} (see `awty history --outcome failed`)")
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:

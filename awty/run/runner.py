@@ -18,7 +18,7 @@ import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -162,14 +162,41 @@ class Runner:
     def catchup(self, *, until: datetime | None = None, opts: RunOptions | None = None,
                 on_slot: Callable[[datetime, int], None] | None = None) -> CatchupSummary:
         """Every past slot holding work, oldest first, then the current slot."""
-        opts = opts or RunOptions()
-        now = self.clock.now()
-        current = current_slot(now, self.s.resolution)
+        current = current_slot(self.clock.now(), self.s.resolution)
         limit = min(until, current) if until is not None else current
+        return self._run_slots(self._work_until(limit), opts or RunOptions(), on_slot)
+
+    def run_late(self, slot: datetime, opts: RunOptions | None = None) -> list[SlotSummary]:
+        """After cron's run of ``slot``: the slots before it still holding work (missed while
+        the machine slept or was off), oldest first, each under its own lock as ``catchup``
+        runs them. Bounded: slots up to ``batch_size`` jobs in all (the oldest one whole,
+        whatever its size); the rest is the next run's, or the hourly catch-up's. Run after
+        ``slot``, never before: the slot due now waits for no late work."""
+        counts = self._work_until(slot - timedelta(minutes=self.s.resolution))
+        picked: dict[datetime, int] = {}
+        jobs = 0
+        for late in sorted(counts):
+            if picked and jobs + counts[late] > self.s.batch_size:
+                break
+            picked[late] = counts[late]
+            jobs += counts[late]
+        if not picked:  # nearly every run: one indexed look, nothing late
+            return []
+        return self._run_slots(picked, opts or RunOptions(), None).slots
+
+    def _work_until(self, limit: datetime) -> dict[datetime, int]:
+        """Slots up to ``limit`` holding jobs (their counts), and those of the slot tree (an
+        envelope dropped in without a row yet)."""
         counts = dict(self.store.slots_with_work(until=limit))
         for slot in self.tree.slots() if self.tree is not None else ():
             if slot <= limit:
                 counts.setdefault(slot, 0)
+        return counts
+
+    def _run_slots(self, counts: dict[datetime, int], opts: RunOptions,
+                   on_slot: Callable[[datetime, int], None] | None) -> CatchupSummary:
+        """``counts``' slots, oldest first, on one event loop (see ``_catch_up``)."""
+        now = self.clock.now()
         out = CatchupSummary(dry_run=opts.dry_run)
         started = monotonic()
         self.on_event("catchup_start", {"slots": len(counts), "jobs": sum(counts.values())})
