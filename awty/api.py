@@ -84,7 +84,10 @@ class Awty:
     def __init__(self, home: str | Path | None = None, clock: Clock | None = None, *,
                  env: dict[str, str] | None = None, tz: tzinfo | None = None,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                 **overrides: Any) -> None:
+                 one_shot: bool = False, **overrides: Any) -> None:
+        # one_shot: a few store calls, then the process ends (one `awty add`): on PostgreSQL
+        # one plain connection, no pool (store.open)
+        self.one_shot = one_shot
         self.env = dict(os.environ) if env is None else env
         self.home = Path(home).expanduser() if home else config_mod.default_home(self.env)
         self.clock = clock or default_clock(self.env)
@@ -826,7 +829,7 @@ def open_store(a: Awty, *, mode: str = "use") -> Store:
     if spec.kind == "postgres":
         _own_schema(a)
         _one_store(a)
-    return store_mod.open(spec, mode=mode)
+    return store_mod.open(spec, mode=mode, one_shot=a.one_shot)
 
 
 def _own_schema(a: Awty) -> None:

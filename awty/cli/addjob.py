@@ -54,7 +54,7 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
         if target is not None:
             raise InvalidInput("give TARGET or --batch, not both")
         specs = read_batch(batch)
-        results = open_awty(home).add_many(specs, dry_run=dry_run)
+        results = open_awty(home, one_shot=True).add_many(specs, dry_run=dry_run)
         r.added(results, utc, as_json)
         return
     if target is None:
@@ -62,7 +62,7 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
     if exec_ and call:
         raise InvalidInput("--exec and --call exclude each other")
     kind = "exec" if exec_ else "python" if call else "http"
-    res = open_awty(home).add(
+    res = open_awty(home, one_shot=True).add(
         target, at=at, in_=in_, kind=kind, payload_json=read_payload(payload),
         entity=entity, key=key, idempotency_key=idempotency_key, headers=header or None,
         max_checks=max_checks, horizon=horizon, timeout=timeout,

@@ -25,9 +25,12 @@ DRIVER_MISSING = "PostgreSQL needs the driver: pip install 'awty[postgres]'"
 MODES = ("use", "init", "read")
 
 
-def open(spec: StoreSpec, *, mode: str = "use") -> Store:  # noqa: A001 - its verb
+def open(spec: StoreSpec, *, mode: str = "use",  # noqa: A001 - its verb
+         one_shot: bool = False) -> Store:
     """The store ``spec`` describes, opened in ``mode`` (``MODES``). A PostgreSQL spec without
-    the driver installed raises ``StoreError(DRIVER_MISSING)``: one line, never a traceback."""
+    the driver installed raises ``StoreError(DRIVER_MISSING)``: one line, never a traceback.
+    ``one_shot``: for a command that makes a few calls and exits (``awty add``): PostgreSQL
+    opens one plain connection, no pool."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}")
     if spec.kind == "sqlite":
@@ -42,9 +45,14 @@ def open(spec: StoreSpec, *, mode: str = "use") -> Store:  # noqa: A001 - its ve
         if _is_driver(e):
             raise StoreError(DRIVER_MISSING) from None
         raise
-    return PostgresStore(spec.where, schema=spec.schema, create=mode == "init",
-                         pool_size=spec.pool_size, connect_timeout=spec.connect_timeout,
-                         lease_clock=spec.lease_clock)
+    try:
+        return PostgresStore(spec.where, schema=spec.schema, create=mode == "init",
+                             pool_size=spec.pool_size, connect_timeout=spec.connect_timeout,
+                             lease_clock=spec.lease_clock, pool=not one_shot)
+    except ImportError as e:  # psycopg_pool, imported once a pool is wanted
+        if _is_driver(e):
+            raise StoreError(DRIVER_MISSING) from None
+        raise
 
 
 def _is_driver(e: ImportError) -> bool:

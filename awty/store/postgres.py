@@ -26,7 +26,6 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
 from ..config import SCHEMA_NAME, SYSTEM_SCHEMA, system_schema, url_passwords
 from ..slots import iso, parse_slot_id
@@ -43,6 +42,10 @@ from .pg_rows import (
 )
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
 from .spec import StoreSpec
+
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 # psycopg_pool logs reconnects as warnings; with no logging set up they would reach stderr
 # through logging's last resort, around the command's own one-line error. An application that
@@ -63,12 +66,48 @@ def _one_line(e: BaseException, hide: Sequence[str] = ()) -> str:
     return line
 
 
+class _OneConnection:
+    """What a store without a pool uses in its place: one connection (autocommit, so each
+    ``transaction()`` is a BEGIN/COMMIT of its own), reopened when it broke. A call made while
+    it is taken (a stream being read) gets a connection of its own for its time. Only the
+    pool's verbs the store uses."""
+
+    def __init__(self, conn: psycopg.Connection, connect):
+        self.conn = conn
+        self._connect = connect
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        if not self._lock.acquire(blocking=False):
+            with self._connect(autocommit=True) as extra:
+                yield extra
+            return
+        try:
+            if self.conn.closed or self.conn.broken:
+                self.conn = self._connect(autocommit=True)
+            yield self.conn
+        finally:
+            self._lock.release()
+
+    def check(self) -> None:
+        if self.conn.broken:
+            self.conn.close()
+
+    def close(self, timeout: float = 0) -> None:
+        self.conn.close()
+
+
 class PostgresStore:
     def __init__(self, url: str, *, schema: str = "awty", create: bool = False,
-                 pool_size: int = 4, connect_timeout: float = 5.0, lease_clock: str = "server"):
+                 pool_size: int = 4, connect_timeout: float = 5.0, lease_clock: str = "server",
+                 pool: bool = True):
         """``lease_clock``: "server", lease times in the database's clock (one for every host:
         see pg_sql.CLOCK); "caller", in the ``now`` each call is given (tests that move time
-        by hand; runners on hosts whose clocks differ must not)."""
+        by hand; runners on hosts whose clocks differ must not). ``pool=False``: a one-shot
+        command's store (one ``awty add``): the connection that opened it serves every call,
+        one at a time, and psycopg_pool is never imported (~a third of psycopg's import here,
+        and a worker thread that opened a second connection)."""
         if not SCHEMA_NAME.fullmatch(schema):
             raise InvalidInput(f"database_schema {schema!r} is not a plain SQL name "
                                "(letters, digits, _)")
@@ -97,14 +136,24 @@ class PostgresStore:
         self._sessions: dict[str, psycopg.Connection] = {}
         self._session_checked = False  # a pooler in transaction mode refused (once)
         self._down_since: tuple[float, float, str] | None = None  # see _unreachable
-        self._pool: ConnectionPool | None = None
+        self._pool: ConnectionPool | _OneConnection | None = None
         try:
-            with self._connect(autocommit=True) as conn:
+            conn = self._connect(autocommit=True)
+            try:
                 if create:
                     pg_migrations.migrate(conn, schema)
                 self._meta = self._opening(conn)
+            except BaseException:
+                conn.close()
+                raise
         except psycopg.Error as e:  # this connection was the probe: no second one
             raise self._error(e, "cannot open the store", probe=False) from None
+        if not pool:
+            self._pool = _OneConnection(conn, self._connect)
+            return
+        conn.close()
+        from psycopg_pool import ConnectionPool
+
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs=self._kwargs,
                                     timeout=max(connect_timeout * 2, 5.0), open=True,
                                     name=f"awty-{schema}")
