@@ -234,7 +234,7 @@ def test_add_does_not_import_runner_only_modules(home):
             "    pass\nheavy=[m for m in ('requests','httptools','uvloop','asyncio','rich',"
             "'rich.progress','sqlite_utils','filelock','awty.run.runner','awty.executors.http',"
             "'cronsim','cron_descriptor','starlette','uvicorn','jinja2','prometheus_client',"
-            "'awty.serve','awty.tokens')"
+            "'awty.serve','awty.tokens','typing')"
             " if m in sys.modules]\nprint('HEAVY', heavy, file=sys.stderr)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "AWTY_HOME": str(home)}, timeout=60)
