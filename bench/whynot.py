@@ -37,6 +37,21 @@ _ADD = (
     "validation's Python.")
 
 WHY: dict[str, str] = {
+    "sched_ratio": "Re-arming is per claimed job, inside the claim's transaction: the schedule "
+    "row read back with its template's JSON parsed (job_from_json), the missed-run decision "
+    "(missed.catch_up, recurrence.next_occurrence), the next occurrence's Job built "
+    "(occurrence_job: two Record.replace calls and a new id), then a job insert and a "
+    "compare-and-set UPDATE of the schedule row per occurrence. schedrules.plan alone "
+    "measured 57 µs a job (5,000 jobs, cProfile: occurrence_job ~45 %, catch_up ~20 %) on a "
+    "machine at load 5-8 (2026-11-26, first measurement, 1 run: 1,273 against 2,218 "
+    "callbacks/s, 0.57x). Nothing tried yet. Next: keep the template as JSON and make the "
+    "next occurrence's row from it without a Job (text substitution of id and times), one "
+    "multi-row UPDATE of next_at per claim chunk, profile the claim in the store process.",
+    "sched_add_ratio": "`awty schedule add` goes through the Typer app (typer ~60 ms of "
+    "imports, awty.cli.options ~96 ms cumulative, cron_descriptor ~11 ms) where `awty add` has "
+    "its quick path without Typer (awty/cli/quickadd.py): 0.25-0.29 s against 0.09-0.10 s a "
+    "call at load 5 (2026-11-26). Nothing tried yet. Next: a quick path for `schedule add` "
+    "(parse its options as quickadd does, import cronsim only, not cron_descriptor).",
     "add_many": _ADD,
     "add_batch": _ADD + " `add --batch` adds reading and parsing the JSON lines.",
     "add_many_bare": "The bare script inserts finished rows; add_many also validates each spec, "
