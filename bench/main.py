@@ -118,8 +118,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        help="interleaved rounds (full 3, quick 1)")
     peers.add_argument("--peers-timeout", type=float, default=None,
                        help="seconds each step of a peer run may take (full 600, quick 120)")
-    peers.add_argument("--peers-only", default="awty,naive,apscheduler,huey,at",
-                       help="comma-separated peers: awty,naive,apscheduler,huey,at")
+    peers.add_argument("--peers-only",
+                       default="awty,awtypostgres,procrastinate,naive,apscheduler,huey,at",
+                       help="comma-separated peers: awty,awtypostgres,procrastinate,naive,"
+                            "apscheduler,huey,at")
     p.add_argument("--profile", default=None, metavar="DIR",
                    help="also profile one extra library run of add_many, run_slot, catchup "
                         "and the one big slot into DIR (py-spy when installed, else cProfile; "

@@ -39,4 +39,6 @@ def test_bench_peers_awty_only(tmp_path):
     assert rows["signed callbacks"][awty] == "yes"
     assert rows["due → first callback"][awty].endswith(("ms", " s"))
     assert rows["runs finished"][skipped] == "skipped: not in --peers-only"
+    for peer in ("awty (PostgreSQL)", "procrastinate"):  # the PostgreSQL peers (issue 34 #6)
+        assert rows["runs finished"][rows[""].index(peer)] == "skipped: not in --peers-only"
     assert not any((tmp_path / "work").glob("run-*"))

@@ -42,9 +42,10 @@ class Peer:
     requirements: Sequence[str] = ()
     signed = True
 
-    def __init__(self, venvs: Path, workdir: Path):
+    def __init__(self, venvs: Path, workdir: Path, pg_url: str | None = None):
         self.venv = venvs / self.key
         self.workdir = workdir
+        self.pg_given = pg_url  # --pg-url: the PostgreSQL peers' server
 
     @property
     def key(self) -> str:
@@ -139,10 +140,12 @@ class Awty(Peer):
     def slot(self) -> datetime:
         return slot_at(40)
 
+    def awty_env(self, r: Run, now: datetime) -> dict[str, str]:
+        return clean_env(AWTY_NOW=iso(now), AWTY_SIGNING_SECRET=SECRET_TEXT)
+
     def cli(self, r: Run, args: list[str], now: datetime, timeout: float) -> float:
         p = run_proc([str(AWTY_SCRIPT), *args, "--home", str(r.d / "home")],
-                     clean_env(AWTY_NOW=iso(now), AWTY_SIGNING_SECRET=SECRET_TEXT),
-                     self.workdir, timeout)
+                     self.awty_env(r, now), self.workdir, timeout)
         if p.rc != 0:
             raise RuntimeError(f"awty {args[0]} exited {p.rc}: {p.stderr.strip()[-300:]}")
         return p.wall
@@ -172,14 +175,108 @@ class Awty(Peer):
         from awty.slots import slot_id
 
         self.popen(r, [str(AWTY_SCRIPT), "run-slot", slot_id(self.slot()), "--home",
-                       str(r.d / "home")],
-                   clean_env(AWTY_NOW=iso(self.slot() + timedelta(seconds=5)),
-                             AWTY_SIGNING_SECRET=SECRET_TEXT))
+                       str(r.d / "home")], self.awty_env(r, self.slot() + timedelta(seconds=5)))
 
     def versions(self) -> str:
         import awty
 
         return f"awty {awty.__version__}"
+
+
+class _OnPostgres:
+    """A peer whose jobs live in PostgreSQL: the bench's server (``--pg-url``, else the local
+    one the pg section finds), a schema of its own per run, dropped after it."""
+
+    pg_url: str | None = None
+    pg_given: str | None
+    key: str
+
+    def pg_unavailable(self) -> str | None:
+        from ..sections.pg import LOCAL_URLS, server_url
+
+        try:
+            self.pg_url = server_url(self.pg_given)
+        except ImportError:
+            return "psycopg is not installed in the bench's venv"
+        if self.pg_url is None:
+            return f"no PostgreSQL server answers at {self.pg_given or ' or '.join(LOCAL_URLS)}"
+        self.tag = os.urandom(3).hex()  # other benches may share the server
+        return None
+
+    def schema(self, r: Run) -> str:
+        return f"bench_{self.key}_{self.tag}_{r.d.name.rsplit('-', 1)[-1]}"
+
+    def drop(self, r: Run) -> None:
+        import psycopg
+
+        with psycopg.connect(self.pg_url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{self.schema(r)}" CASCADE')
+
+
+class AwtyPostgres(_OnPostgres, Awty):
+    name = "awty (PostgreSQL)"
+    how = ("as awty, on a PostgreSQL home (`database_url`, a schema of its own; the server on "
+           "these same cores): `awty add --batch FILE` schedules, `awty run-slot SLOT` fires.")
+
+    def unavailable(self) -> str | None:
+        return self.pg_unavailable()
+
+    def awty_env(self, r: Run, now: datetime) -> dict[str, str]:
+        assert self.pg_url is not None
+        return {**super().awty_env(r, now), "AWTY_DATABASE_URL": self.pg_url,
+                "AWTY_DATABASE_SCHEMA": self.schema(r)}
+
+    def cleanup(self, r: Run) -> None:
+        super().cleanup(r)
+        self.drop(r)
+
+
+class Procrastinate(_OnPostgres, Peer):
+    name = "procrastinate"
+    script = "procr.py"
+    requirements = ("procrastinate>=3", "aiohttp>=3.9")
+    how = ("bench/peers/drivers/procr.py: procrastinate on PostgreSQL (PsycopgConnector, a "
+           "schema of its own per run; the server on these same cores), jobs deferred with "
+           "`schedule_at` in one `batch_defer` by a process of their own, fired by "
+           "`procrastinate --app=procr.app worker --concurrency 20` (async tasks run at once "
+           "in its event loop; polling interval and listen/notify at their defaults: jobs "
+           "scheduled ahead are found by polling, every 5 s); each task posts with aiohttp "
+           "(one session per worker); signed.")
+
+    def unavailable(self) -> str | None:
+        return self.pg_unavailable()
+
+    def env(self, r: Run) -> dict[str, str]:
+        assert self.pg_url is not None
+        return {**super().env(r), "PEER_PG_URL": self.pg_url, "PEER_PG_SCHEMA": self.schema(r)}
+
+    def _setup(self, r: Run, timeout: float) -> None:
+        """The run's schema, made once and untimed (as `awty init` is for awty)."""
+        made = r.d / "schema-made"
+        if not made.exists():
+            self.driver(r, "setup", str(r.d), timeout=timeout)
+            made.touch()
+
+    def schedule(self, r: Run, timeout: float) -> float:
+        self._setup(r, timeout)
+        return super().schedule(r, timeout)
+
+    def one(self, r: Run, timeout: float) -> float:
+        self._setup(r, timeout)
+        return super().one(r, timeout)
+
+    def start(self, r: Run) -> None:
+        self.popen(r, [str(self.venv / "bin" / "procrastinate"), "--app=procr.app", "worker",
+                       "--concurrency", "20"], self.env(r))
+
+    def cleanup(self, r: Run) -> None:
+        super().cleanup(r)
+        self.drop(r)
+
+    def versions(self) -> str:
+        return (f"procrastinate {_pip_version(self.python, 'procrastinate')}, aiohttp "
+                f"{_pip_version(self.python, 'aiohttp')}, psycopg "
+                f"{_pip_version(self.python, 'psycopg')}")
 
 
 class Naive(Peer):
@@ -334,4 +431,4 @@ def _atd_running() -> bool:
         return False
 
 
-PEERS = (Awty, Naive, APScheduler, Huey, At)
+PEERS = (Awty, AwtyPostgres, Procrastinate, Naive, APScheduler, Huey, At)

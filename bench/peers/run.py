@@ -45,7 +45,7 @@ def run_peers(a, workdir: Path, venvs: Path) -> tuple[list[Figures], StampReceiv
     rx = StampReceiver()
     figs = []
     for cls in PEERS:
-        peer = cls(venvs, workdir)
+        peer = cls(venvs, workdir, getattr(a, "pg_url", None))
         f = Figures(peer)
         figs.append(f)
         if cls.__name__.lower() not in a.peers_only:
