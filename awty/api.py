@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from logging import Logger
     from typing import IO, Any
 
-    from .run.runner import CatchupSummary, Runner
+    from .run.catchup import CatchupSummary
+    from .run.runner import Runner
     from .store.base import Store
     from .transfer import Moved
 
@@ -758,7 +759,7 @@ class Awty:
         ``Runner.run_late``) the past slots still holding work, in ``late``: a machine back
         from sleep fires what it missed at its first run. ``shard=(i, n)`` runs the i-th of n
         shards. Raises ``Busy`` when another runner holds the slot."""
-        from .run.runner import RunOptions
+        from .run.attempts import RunOptions
 
         runner, opts = self.runner(), RunOptions(shard=shard, dry_run=dry_run)
         if slot is not None:
@@ -795,7 +796,7 @@ class Awty:
                 on_slot: Callable[[datetime, int], None] | None = None) -> CatchupSummary:
         """Run every past slot holding work, oldest first, then the current one. ``misfire``
         (fire or skip) overrides the setting for jobs past their grace."""
-        from .run.runner import RunOptions
+        from .run.attempts import RunOptions
 
         if misfire not in (None, "fire", "skip"):
             raise InvalidInput("--misfire must be fire or skip")

@@ -224,10 +224,12 @@ def test_a_slow_store_holds_a_whole_catch_up_to_two_batches_unwritten(home, monk
     assert max(exposed) <= 2 * batch + conc, exposed
 
 
-def test_a_catch_up_stopped_as_its_first_slot_opens_ends(home, clock, rx):
+def test_a_catch_up_stopped_as_its_first_slot_opens_ends(home, clock, rx, monkeypatch):
     # A stop that comes while the first slot is opened (before its run starts) must end the
     # run: the first slot has no gate whose opening would look at it again.
     import threading
+
+    from awty.run.catchup import CatchUp
 
     a = make(home, clock, concurrency=2, store_process="off")
     for k in range(3):
@@ -235,10 +237,18 @@ def test_a_catch_up_stopped_as_its_first_slot_opens_ends(home, clock, rx):
     clock.advance(timedelta(hours=1))
     r = a.runner()
     box: dict = {}
+    running: list[CatchUp] = []
+    run = CatchUp.run
+
+    def watched(self, *args):
+        running.append(self)
+        return run(self, *args)
+
+    monkeypatch.setattr(CatchUp, "run", watched)
 
     def go():
         try:
-            box["out"] = r.catchup(on_slot=lambda s, n: r._stop_catch_up(signal.SIGTERM))
+            box["out"] = r.catchup(on_slot=lambda s, n: running[0].stop(signal.SIGTERM))
         except BaseException as e:  # noqa: BLE001 - what it raised is checked below
             box["err"] = e
 

@@ -124,6 +124,14 @@ def test_nothing_below_the_run_imports_it():
     assert not below, {m: outside[m] for m in sorted(below)}
 
 
+def test_a_jobs_attempts_never_import_the_runner_or_the_catch_up():
+    """``attempts`` executes a job from settings, a clock and an executor factory: the one
+    slot's run and the catch-up are built on it, never the other way."""
+    graph = import_graph()
+    assert not graph["awty.run.attempts"] & {"awty.run.runner", "awty.run.catchup"}
+    assert "awty.run.runner" not in graph["awty.run.catchup"]
+
+
 def test_nothing_in_awty_imports_the_test_receiver():
     """``awty.testing`` is shipped for tests and local trials; the product never uses it. The
     one door: ``awty receiver`` runs it (a pipx install has no other way to start it)."""

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..errors import AwtyError, Conflict, JobNotFound
 from ..ids import runner_label
-from ..model import Job, Status
+from ..model import Answer, Decision, End, Job, RunSummary, Status
+from ..slots import iso
 from .slotrun import SlotRun, lease_seconds
 
 
@@ -59,3 +60,22 @@ class IdsRun(SlotRun):
                             f"({runner_label(job.lease_owner)}); nothing was run")
         return Conflict(f"job {job_id} changed while it was being claimed; nothing was run, "
                         "try again")
+
+
+def report(applied: list[Decision], summary: RunSummary) -> None:
+    """What became of each recorded job, as ``awty run`` shows it (``RunSummary.jobs``)."""
+    for d in applied:
+        result = d.result
+        reason: str | None
+        at: str | None
+        if isinstance(d, End):
+            outcome, reason, at = d.outcome.value, d.reason, None
+        else:
+            outcome = ("deferred" if result is not None and result.deferred else
+                       "rechecked" if result is not None and result.answer is Answer.RECHECK
+                       else "retried")
+            reason, at = d.error or (result.error if result else None), iso(d.next_check_at)
+        summary.jobs.append({"id": d.job.id, "outcome": outcome, "reason": reason,
+                             "status": result.status if result else None,
+                             "next_check_at": at})
+

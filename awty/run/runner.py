@@ -13,43 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..config import Settings
-from ..errors import AwtyError, Interrupted, InvalidInput
+from ..errors import AwtyError, InvalidInput
 from ..ids import new_owner, shard_of
 from ..model import (
     Answer,
-    Attempt,
     Decision,
     End,
-    Execution,
-    Job,
     Kind,
     MisfirePolicy,
     Outcome,
     Reslot,
-    Result,
     RunSummary,
     SlotSummary,
 )
-from ..policy import decide, misfired, quick_retry_delay
-from ..record import Record, _draft, _seal
+from ..policy import misfired
 from ..slotdir import SlotTree
-from ..executors.base import submit
 from ..slots import current_slot, iso, slot_id
 from ..store.base import Store
+from .attempts import Executing, RunOptions, close_all, executor_for, warm_http
+from .catchup import CatchUp, CatchupSummary, OpenSlot, late_work
 from .reconcile import Reconciler
-from .slotrun import Backlog, Done, SlotRun, catch_stop_signals
+from .slotrun import SlotRun
 from .storeproc import RunStore
 
 if TYPE_CHECKING:
@@ -58,40 +52,6 @@ if TYPE_CHECKING:
     from ..executors.base import Executor
 
 OnEvent = Callable[[str, dict[str, Any]], None]
-
-
-class RunOptions(Record):
-    __slots__ = ("shard", "dry_run", "misfire", "misfire_grace")
-    shard: tuple[int, int] | None  # (index, count), 0-based index
-    dry_run: bool
-    misfire: MisfirePolicy | None  # overrides settings.misfire
-    misfire_grace: float | None
-
-    def __new__(cls, shard: tuple[int, int] | None = None, dry_run: bool = False,
-                misfire: MisfirePolicy | None = None,
-                misfire_grace: float | None = None) -> RunOptions:
-        s = _draft(cls)
-        s.shard = shard
-        s.dry_run = dry_run
-        s.misfire = misfire
-        s.misfire_grace = misfire_grace
-        return _seal(s, cls)
-
-
-class CatchupSummary:
-    def __init__(self, slots: list[SlotSummary] | None = None, seconds: float = 0.0,
-                 dry_run: bool = False) -> None:
-        self.slots: list[SlotSummary] = [] if slots is None else slots
-        self.seconds = seconds
-        self.dry_run = dry_run
-
-    def to_dict(self) -> dict[str, Any]:
-        totals: dict[str, int] = {}
-        for s in self.slots:
-            for k, v in s.outcomes.items():
-                totals[k] = totals.get(k, 0) + v
-        return {"slots": [s.to_dict() for s in self.slots], "ran": sum(s.ran for s in self.slots),
-                "outcomes": totals, "seconds": round(self.seconds, 3), "dry_run": self.dry_run}
 
 
 class Runner:
@@ -116,15 +76,6 @@ class Runner:
         self.on_event = on_event or (lambda kind, data: None)
         self._watched = on_event is not None  # a slot's count is read only for a watcher
         self._done: list[str] = []  # ``run ID…``'s recorded jobs: their envelopes go
-        # A catch-up runs its slots on one event loop, one RunStore, one set of executors and
-        # one backlog of unwritten results (see ``catchup``); the runs sending now, which its
-        # SIGTERM/SIGINT handler, or an error in a slot before theirs, stops.
-        self._shared: RunStore | None = None
-        self._shared_executors: dict[Kind, Any] | None = None
-        self._backlog: Backlog | None = None
-        self._sending: set[SlotRun] = set()
-        self._stopped_by: int | None = None
-        self._failed: datetime | None = None  # the first slot of a catch-up that raised
         self._noted = False  # this runner's host noted in the store (``_note_runner``)
 
     # -- public -------------------------------------------------------------------------
@@ -172,14 +123,8 @@ class Runner:
         runs them. Bounded: slots up to ``batch_size`` jobs in all (the oldest one whole,
         whatever its size); the rest is the next run's, or the hourly catch-up's. Run after
         ``slot``, never before: the slot due now waits for no late work."""
-        counts = self._work_until(slot - timedelta(minutes=self.s.resolution))
-        picked: dict[datetime, int] = {}
-        jobs = 0
-        for late in sorted(counts):
-            if picked and jobs + counts[late] > self.s.batch_size:
-                break
-            picked[late] = counts[late]
-            jobs += counts[late]
+        picked = late_work(self._work_until(slot - timedelta(minutes=self.s.resolution)),
+                           self.s.batch_size)
         if not picked:  # nearly every run: one indexed look, nothing late
             return []
         return self._run_slots(picked, opts or RunOptions(), None).slots
@@ -195,7 +140,7 @@ class Runner:
 
     def _run_slots(self, counts: dict[datetime, int], opts: RunOptions,
                    on_slot: Callable[[datetime, int], None] | None) -> CatchupSummary:
-        """``counts``' slots, oldest first, on one event loop (see ``_catch_up``)."""
+        """``counts``' slots, oldest first, on one event loop (see ``CatchUp.run``)."""
         now = self.clock.now()
         out = CatchupSummary(dry_run=opts.dry_run)
         started = monotonic()
@@ -211,12 +156,7 @@ class Runner:
                 out.slots.append(self.run_slot(slot, opts))
             out.seconds = monotonic() - started
             return out
-        # The slots share one event loop and one store process: started per slot, a store
-        # process never paid for itself in slots of a batch or less (its claims never come back
-        # full), so 96 missed slots of 1,000 ran on one core where one slot of 96,000 used two.
-        # And one set of executors: a slot's first requests go out on the connections the slot
-        # before it left open (opening them took ~5 ms a slot). One slot sends at a time, so
-        # the per-host cap still holds; each slot starts with closed breakers (``new_run``).
+        # One event loop, one store process, one set of executors for all the slots (``CatchUp``)
         mode = self.s.store_process
         if mode == "auto" and sum(counts.values()) >= self.s.batch_size:
             mode = "on"
@@ -224,113 +164,19 @@ class Runner:
         self._note_runner(now)
         try:
             with _loop_runner() as loop:
-                self._shared = RunStore(self.store, mode, self.s.batch_size, loop.get_loop())
-                self._shared_executors = {}
-                self._backlog = Backlog(self.s.batch_size)
+                catch_up = CatchUp(self.store, self.s, loop.get_loop(), mode, self._slot)
                 try:
-                    loop.run(self._catch_up(sorted(counts), opts, out, announce))
+                    loop.run(catch_up.run(sorted(counts), opts, out, announce))
                 finally:
-                    loop.run(_close_all(self._shared_executors))
-                    loop.run(self._shared.aclose())
+                    loop.run(catch_up.aclose())
         finally:
-            self._shared, self._shared_executors, self._backlog = None, None, None
-            self._sending.clear()
             if self.tree is not None:
                 self.tree.purge_retired()
         out.seconds = monotonic() - started
         return out
 
-    async def _catch_up(self, slots: list[datetime], opts: RunOptions, out: CatchupSummary,
-                        announce: Callable[[datetime], None]) -> None:
-        """The slots in order, each under its own lock and owner session, overlapped: once a
-        slot's claim comes back empty, the next one is opened and claims a batch; it starts its
-        first chunk once the slot before has started its last, and sends once that one has
-        nothing left to send (one slot sends at a time), while that one's last results are
-        written and its directory retired. Run one after the other, a slot of 1,000 spent ~9 ms
-        between its last answer and the next slot's first request, a store busy with results
-        the wire had outrun. At most three slots are open: one ending, one sending, one
-        claiming; their unwritten results count against one backlog (two batches). SIGTERM/SIGINT
-        stop the open slots and open no other; an error in one slot stops the slots after it at
-        once (without ``Interrupted``: their unsent claims are given back), the slots before it
-        finish, and the error is raised once they are over."""
-        loop = asyncio.get_running_loop()
-        self._stopped_by, self._failed = None, None
-        caught = catch_stop_signals(loop, self._stop_catch_up)
-        ending: list[_Opened] = []  # nothing left to send; in slot order
-        prev: _Opened | None = None
-        cur: _Opened | None = None
-        try:
-            for slot in slots:
-                if self._stopped_by is not None or self._failed is not None:
-                    break
-                announce(slot)
-                cur = _Opened(loop, slot_id(slot), gated=prev is not None)
-                cur.task = asyncio.ensure_future(self._slot(slot, opts, cur.summary, cur))
-                cur.task.add_done_callback(partial(self._slot_ended, slot))
-                if prev is not None:
-                    await prev.until(prev.all_started)
-                    if self._failed is not None:
-                        break
-                    _set(cur.start_gate)
-                    await prev.until(prev.sent)
-                    if self._failed is not None:
-                        break
-                    for ex in (self._shared_executors or {}).values():
-                        ex.new_run()  # each slot starts afresh: breakers closed, names resolved
-                    _set(cur.send_gate)
-                    ending.append(prev)
-                    prev = None
-                    while len(ending) > 1:  # the newest is still writing its last results
-                        await self._end_of(ending.pop(0), out)
-                await cur.until(cur.claimed_all)
-                prev, cur = cur, None
-            ending += [o for o in (prev, cur) if o is not None]  # a failed slot's error goes up
-            prev = cur = None
-            while ending:
-                await self._end_of(ending.pop(0), out)
-        finally:
-            opened = [o.task for o in (*ending, prev, cur) if o is not None]
-            if left := [t for t in opened if not t.done()]:
-                for run in list(self._sending):  # an error: what is open stops, its results
-                    run.stop(None)  # recorded, before the error goes up
-                await asyncio.wait(left)
-            for t in opened:  # only the first slot's error goes up: the others' are taken
-                if not t.cancelled():  # here (asyncio would print them as never retrieved)
-                    t.exception()
-            for sig in caught:
-                loop.remove_signal_handler(sig)
-        if self._stopped_by is not None:  # between two slots: no slot raised it
-            raise Interrupted(self._stopped_by, (
-                f"stopped by {signal.Signals(self._stopped_by).name}: catchup: "
-                f"{len(out.slots)} slot(s) ran; the next catchup runs the rest"))
-
-    @staticmethod
-    async def _end_of(opened: _Opened, out: CatchupSummary) -> None:
-        await opened.task
-        out.slots.append(opened.summary)
-
-    def _stop_catch_up(self, signum: int) -> None:
-        if self._stopped_by is None:
-            self._stopped_by = signum
-        for run in list(self._sending):
-            run.stop(signum)
-
-    def _slot_ended(self, slot: datetime, task: asyncio.Future) -> None:
-        """A catch-up's slot ended: if it raised, the slots after it stop now, not once the
-        catch-up reaches its error in slot order (by then the next slot had sent in full)."""
-        if task.cancelled():
-            return
-        error = task.exception()
-        if error is None or isinstance(error, Interrupted):  # a signal stops every slot itself
-            return
-        if self._failed is None or slot < self._failed:
-            self._failed = slot
-        for run in list(self._sending):
-            if run.slot > slot:
-                run.stop(None)
-
     async def _slot(self, slot: datetime, opts: RunOptions, summary: SlotSummary,
-                    opened: _Opened | None = None) -> None:
+                    opened: OpenSlot | None = None) -> None:
         """One slot's run under its lock and owner session, then its tree settled (``opened``:
         a catch-up's slot)."""
         sid = summary.slot
@@ -381,14 +227,15 @@ class Runner:
                 store=RunStore(self.store, "off", self.s.batch_size, asyncio.get_running_loop()),
                 slot=current_slot(self.clock.now(), self.s.resolution),
                 # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
-                execute=Executing(self, None, opts, executors),
+                execute=Executing(self.s, self.clock, None, opts, executors,
+                                  self._new_executor),
                 recorded=lambda applied: self._recorded_ids(applied, summary),
                 on_job=self._on_job(None))
             try:
                 await run.run()
             finally:
                 claimed.update(run.claimed_slots)
-                await _close_all(executors)
+                await close_all(executors)
 
         started = monotonic()
         try:
@@ -402,20 +249,9 @@ class Runner:
 
     def _recorded_ids(self, applied: list[Decision], summary: RunSummary) -> None:
         self._apply_files(applied, summary, self._done)
-        for d in applied:
-            result = d.result
-            reason: str | None
-            at: str | None
-            if isinstance(d, End):
-                outcome, reason, at = d.outcome.value, d.reason, None
-            else:
-                outcome = ("deferred" if result is not None and result.deferred else
-                           "rechecked" if result is not None and result.answer is Answer.RECHECK
-                           else "retried")
-                reason, at = d.error or (result.error if result else None), iso(d.next_check_at)
-            summary.jobs.append({"id": d.job.id, "outcome": outcome, "reason": reason,
-                                 "status": result.status if result else None,
-                                 "next_check_at": at})
+        from .idsrun import report
+
+        report(applied, summary)
 
     def _settle_ids(self, slots: dict[str, datetime], summary: SlotSummary) -> None:
         """The recorded jobs' envelopes leave the slots they were in, unless the job was
@@ -462,49 +298,36 @@ class Runner:
 
     # -- executing ------------------------------------------------------------------------
     async def _drive(self, slot: datetime, opts: RunOptions, summary: SlotSummary,
-                     owner: str, done: list[str], opened: _Opened | None) -> None:
-        shared = self._shared_executors
-        executors: dict[Kind, Any] = shared if shared is not None else {}
+                     owner: str, done: list[str], opened: OpenSlot | None) -> None:
+        catch_up = opened.catch_up if opened is not None else None
+        executors: dict[Kind, Any] = catch_up.executors if catch_up is not None else {}
         prepare = None
         tree = self.tree
         if tree is not None and (opts.shard is None or opts.shard[0] == 0):
             def prepare(claimed: set[str]) -> list[str]:
                 return Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
                     slot, summary, claimed)
-        if self._shared is not None:  # a catch-up's slot: the store calls of every slot
-            store = self._shared
+        if catch_up is not None:  # a catch-up's slot: the store calls of every slot
+            store = catch_up.store
         else:
             store = RunStore(self.store, self.s.store_process, self.s.batch_size,
                              asyncio.get_running_loop())
-        hooks: dict[str, Any] = {}
-        if opened is not None:
-            def sent() -> None:
-                self._sending.discard(run)
-                _set(opened.sent)
-
-            hooks = {"start_gate": opened.start_gate, "send_gate": opened.send_gate,
-                     "on_claimed_all": lambda: _set(opened.claimed_all),
-                     "on_all_started": lambda: _set(opened.all_started), "on_sent": sent}
         run = SlotRun(
             store=store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
             owner=owner, summary=summary,
-            execute=Executing(self, slot, opts, executors),
+            execute=Executing(self.s, self.clock, slot, opts, executors, self._new_executor),
             recorded=lambda applied: self._apply_files(applied, summary, done),
-            on_job=self._on_job(summary.slot), prepare=prepare,
-            warm=_warm_http, signals=opened is None, backlog=self._backlog, **hooks)
+            on_job=self._on_job(summary.slot), prepare=prepare, warm=warm_http, gates=opened,
+            signals=opened is None, backlog=catch_up.backlog if catch_up is not None else None)
         if opened is not None:
-            self._sending.add(run)  # what a signal stops, until it has nothing left to send
-            if self._stopped_by is not None:  # a signal came while the slot was opened
-                run.stop(self._stopped_by)
-            elif self._failed is not None and slot > self._failed:  # so did an earlier error
-                run.stop(None)
+            opened.catch_up.enrol(opened, run)
         try:
             await run.run()
         finally:
-            self._sending.discard(run)
-            if executors is not shared:
-                await _close_all(executors)
-            if store is not self._shared:
+            if catch_up is not None:
+                catch_up.sending.discard(run)
+            else:
+                await close_all(executors)
                 await store.aclose()
 
     def _on_job(self, sid: str | None) -> Callable[[str], None] | None:
@@ -515,22 +338,8 @@ class Runner:
             return None
         return lambda job_id: self.on_event("job", {"id": job_id, "slot": sid})
 
-    def _executor(self, kind: Kind, executors: dict[Kind, Any]) -> Executor:
-        ex: Executor
-        if kind is Kind.HTTP:
-            from ..executors.http import HttpExecutor
-
-            ex = HttpExecutor(self.s, self.clock, self.secret())
-        elif kind is Kind.EXEC:
-            from ..executors.exec import ExecExecutor
-
-            ex = ExecExecutor(self.s, self.clock)
-        else:
-            from ..executors.python import PythonExecutor
-
-            ex = PythonExecutor(self.s, self.clock)
-        executors[kind] = ex
-        return ex
+    def _new_executor(self, kind: Kind) -> Executor:
+        return executor_for(kind, self.s, self.clock, self.secret())
 
     def _apply_files(self, applied: list[Decision], summary: SlotSummary,
                      done: list[str]) -> None:
@@ -632,147 +441,11 @@ class Runner:
                  extra={"awty": {"slot": summary.slot, "outcome": dict(summary.outcomes)}})
 
 
-class _Opened:
-    """A catch-up's slot under way: its task (``Runner._slot``), its summary, and the moments
-    the catch-up waits for (a claim back empty, its last job started, nothing left to send) or
-    gives (its gates: start, send)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, sid: str, gated: bool):
-        self.summary = SlotSummary(slot=sid)
-        self.task: asyncio.Future  # set once the slot's coroutine is made with this
-        self.claimed_all = loop.create_future()
-        self.all_started = loop.create_future()
-        self.sent = loop.create_future()
-        self.start_gate = loop.create_future() if gated else None
-        self.send_gate = loop.create_future() if gated else None
-
-    async def until(self, moment: asyncio.Future) -> None:
-        """Until ``moment`` or the slot's end (busy, failed, or over before it came)."""
-        await asyncio.wait([moment, self.task], return_when=asyncio.FIRST_COMPLETED)
-
-
-def _set(fut: asyncio.Future | None) -> None:
-    if fut is not None and not fut.done():
-        fut.set_result(None)
-
-
-class Executing:
-    """How a run executes one job: misfire check, attempts (a quick retry or two within the
-    run), an execution event per attempt, then the decision, reported to ``done`` (see
-    ``slotrun.Execute``). What is the same for every job of the run is worked out once, here:
-    this runs once per callback, in callbacks of the loop (no task per job)."""
-
-    __slots__ = ("runner", "s", "clock", "slot", "sid", "opts", "skip", "executors", "loop",
-                 "host", "pid")
-
-    def __init__(self, runner: Runner, slot: datetime | None, opts: RunOptions,
-                 executors: dict[Kind, Any]):
-        self.runner = runner
-        self.s = runner.s
-        self.clock = runner.clock
-        self.slot = slot  # None: each job's own slot (``awty run ID``)
-        self.sid = slot_id(slot) if slot is not None else None
-        self.opts = opts
-        self.skip = (opts.misfire or self.s.misfire) == MisfirePolicy.SKIP
-        self.executors = executors
-        self.loop: asyncio.AbstractEventLoop | None = None
-        # who fires: on every execution recorded (as in the run's owner id, ``ids.new_owner``)
-        self.host, self.pid = socket.gethostname(), os.getpid()
-
-    def __call__(self, job: Job, events: list[Execution], done: Done) -> None:
-        loop = self.loop
-        if loop is None:
-            loop = self.loop = asyncio.get_running_loop()
-        try:
-            s = self.s
-            now = self.clock.now()
-            lateness = (now - job.next_check_at).total_seconds()
-            if self.skip and misfired(job, now, s, self.opts.misfire_grace, self.opts.misfire):
-                loop.call_soon(done, job, End(job, Outcome.EXPIRED, "misfired", None, lateness))
-                return
-            executor = self.executors.get(job.kind) or self.runner._executor(job.kind,
-                                                                             self.executors)
-            timeout = job.timeout if job.timeout is not None else s.timeout
-            _Attempts(self, job, events, done, executor, lateness,
-                      self.sid or slot_id(job.next_check_at), timeout).go(now)
-        except BaseException as e:  # a bug: the run stops, the job is left to its lease
-            loop.call_soon(done, job, e)
-
-
-class _Attempts:
-    """One job's attempts in one run (the first, and quick retries)."""
-
-    __slots__ = ("x", "job", "first", "events", "done", "executor", "lateness", "sid",
-                 "timeout", "started", "attempt")
-
-    def __init__(self, x: Executing, job: Job, events: list[Execution], done: Done,
-                 executor: Any, lateness: float, sid: str, timeout: float):
-        self.x = x
-        self.job = self.first = job
-        self.events = events
-        self.done = done
-        self.executor = executor
-        self.lateness = lateness
-        self.sid = sid
-        self.timeout = timeout
-
-    def go(self, started: datetime) -> None:
-        job = self.job
-        self.started = started
-        self.attempt = attempt = Attempt(self.sid, job.check_count + 1, job.attempt + 1,
-                                         self.timeout)
-        submit(self.executor, job, attempt, self.answered)
-
-    def again(self) -> None:
-        try:
-            self.go(self.x.clock.now())
-        except BaseException as e:
-            self.done(self.first, e)
-
-    def answered(self, result: Result | BaseException) -> None:
-        if isinstance(result, BaseException):  # the executor broke: the run stops
-            self.done(self.first, result)
-            return
-        try:
-            job, x = self.job, self.x
-            if not result.deferred:
-                attempt, started = self.attempt, self.started
-                self.events.append(Execution(
-                    job.id, started, self.sid, attempt.check, attempt.attempt, result.answer,
-                    result.status, round(result.duration * 1000, 3),
-                    round((started - job.next_check_at).total_seconds() * 1000, 3),
-                    (result.error or None) and result.error[:500], x.host, x.pid))
-            if result.answer is Answer.RETRY:
-                delay = quick_retry_delay(job, result, x.s)
-                if delay is not None:
-                    self.job = job.replace(attempt=job.attempt + 1)
-                    assert x.loop is not None
-                    x.loop.call_later(delay, self.again)
-                    return
-            decision = decide(job, result, x.clock.now(), x.s, self.lateness)
-        except BaseException as e:  # a bug: the run stops, the job is left to its lease
-            self.done(self.first, e)
-            return
-        self.done(self.first, decision)
-
-
-async def _close_all(executors: dict[Kind, Any]) -> None:
-    for ex in executors.values():
-        await ex.close()
-
-
 def _tree_op(trouble: list[OSError], op: Callable[..., object], *args: object) -> None:
     try:
         op(*args)
     except OSError as e:
         trouble.append(e)
-
-
-def _warm_http() -> None:
-    """Load the http executor while the first claim runs on the store thread (SQLite leaves
-    the GIL to us): most slots are callbacks, and its import would otherwise come after the
-    claim, before the first send."""
-    from ..executors import http  # noqa: F401
 
 
 def _loop_runner() -> asyncio.Runner:

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from time import monotonic
+from typing import Protocol
 
 from ..clock import Clock
 from ..config import Settings
@@ -95,19 +96,33 @@ class Backlog:
                 run._pump()
 
 
+class Gates(Protocol):
+    """A catch-up's hold on one of its slots' runs. A catch-up overlaps its slots: the next
+    slot is opened once a claim of this one comes back empty (``on_claimed_all``) and claims;
+    it starts its first chunk once this one has started its last (``on_all_started``: the
+    catch-up then opens the next one's ``start_gate``), so that a job is started no sooner
+    than in one slot's run (about START_LEAD seconds of sending ahead), and sends once this one
+    has nothing left to send (``on_sent``; its last results may still be being written: the
+    next one's ``send_gate``). A gate that is None never holds the run."""
+
+    start_gate: asyncio.Future[None] | None
+    send_gate: asyncio.Future[None] | None
+
+    def on_claimed_all(self) -> None: ...
+
+    def on_all_started(self) -> None: ...
+
+    def on_sent(self) -> None: ...
+
+
 class SlotRun:
     def __init__(self, *, store: RunStore, clock: Clock, settings: Settings, slot: datetime,
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
                  execute: Execute, recorded: Callable[[list[Decision]], None],
                  on_job: Callable[[str], None] | None = None,
                  prepare: Callable[[set[str]], list[str]] | None = None,
-                 warm: Callable[[], None] | None = None,
-                 start_gate: asyncio.Future | None = None,
-                 send_gate: asyncio.Future | None = None,
-                 on_claimed_all: Callable[[], None] | None = None,
-                 on_all_started: Callable[[], None] | None = None,
-                 on_sent: Callable[[], None] | None = None, signals: bool = True,
-                 backlog: Backlog | None = None):
+                 warm: Callable[[], None] | None = None, gates: Gates | None = None,
+                 signals: bool = True, backlog: Backlog | None = None):
         self.store = store
         self.clock = clock
         self.s = settings
@@ -120,22 +135,20 @@ class SlotRun:
         self.on_job = on_job
         self.prepare = prepare
         self.warm = warm  # start-up work for the loop while the first claim runs
-        # A catch-up overlaps its slots: the next slot is opened once a claim of this one comes
-        # back empty (``on_claimed_all``) and claims; it starts its first chunk once this one
-        # has started its last (``on_all_started``: the catch-up opens its ``start_gate``), so
-        # that a job is started no sooner than in one slot's run (about START_LEAD seconds of
-        # sending ahead), and sends once this one has nothing left to send (``on_sent``; its
-        # last results may still be being written: ``send_gate``).
+        # ``gates``: a catch-up's hold on this run (None: a lone run, never held). Each of its
+        # three moments is told once.
         # ``signals`` False: the caller takes SIGTERM and SIGINT and calls ``stop``.
+        start_gate = gates.start_gate if gates is not None else None
+        send_gate = gates.send_gate if gates is not None else None
         self.may_start = start_gate is None or start_gate.done()
         self.may_send = send_gate is None or send_gate.done()
-        if not self.may_start:
+        if start_gate is not None and not self.may_start:
             start_gate.add_done_callback(self._may_start)
-        if not self.may_send:
+        if send_gate is not None and not self.may_send:
             send_gate.add_done_callback(self._may_send)
-        self.on_claimed_all = on_claimed_all
-        self.on_all_started = on_all_started
-        self.on_sent = on_sent
+        self.on_claimed_all = gates.on_claimed_all if gates is not None else None
+        self.on_all_started = gates.on_all_started if gates is not None else None
+        self.on_sent = gates.on_sent if gates is not None else None
         self.signals = signals
         self.preparing: asyncio.Future | None = None  # submitted once, then kept
         self.claimed: set[str] = set()  # every id this run claimed (on the store thread)
