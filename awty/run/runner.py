@@ -15,7 +15,7 @@ import asyncio
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from time import monotonic
@@ -274,7 +274,8 @@ class Runner:
             self.tree.remove_slot_if_empty(slot)
         self._warn_tree(trouble, summary)
 
-    def _dry_run(self, slot, now, summary, opts) -> SlotSummary:
+    def _dry_run(self, slot: datetime, now: datetime, summary: SlotSummary,
+                 opts: RunOptions) -> SlotSummary:
         jobs = [j for j in self.store.list(slot=slot)
                 if j.status.value == "pending" or (j.lease_until and j.lease_until <= now)]
         if opts.shard:
@@ -456,7 +457,7 @@ def _loop_runner() -> asyncio.Runner:
     return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
-def _run_async(coro) -> None:
+def _run_async(coro: Coroutine[Any, Any, None]) -> None:
     with _loop_runner() as runner:
         runner.run(coro)
 

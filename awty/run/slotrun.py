@@ -44,7 +44,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from time import monotonic
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..clock import Clock
 from ..config import Settings
@@ -150,7 +150,7 @@ class SlotRun:
         self.on_all_started = gates.on_all_started if gates is not None else None
         self.on_sent = gates.on_sent if gates is not None else None
         self.signals = signals
-        self.preparing: asyncio.Future | None = None  # submitted once, then kept
+        self.preparing: asyncio.Future[Any] | None = None  # submitted once, then kept
         self.claimed: set[str] = set()  # every id this run claimed (on the store thread)
         self.adopt: list[str] = []  # drop-ins a shard imported, to claim whatever their shard
         self.claim_after_prepare = False  # the claim in flight began after ``prepare`` ended
@@ -183,7 +183,7 @@ class SlotRun:
         self.ready: deque[Job] = deque()  # started: on their way to the wire
         self.decisions: list[Decision] = []
         self.executions: list[Execution] = []
-        self.writes: list[asyncio.Future] = []
+        self.writes: list[asyncio.Future[Any]] = []
         # Decisions not yet written (buffered or in a write under way), this run's; sending
         # pauses at two batches in the ``backlog`` (this run's, or a catch-up's open slots'): a
         # store slower than the wire (a busy disk, a loaded core) would otherwise let results
@@ -194,9 +194,9 @@ class SlotRun:
         self.inflight = 0
         self.pumping = False
         self.halted = False  # stopped (a signal) or broken: nothing more is sent
-        self.finished: asyncio.Future | None = None
-        self.claiming: asyncio.Future | None = None
-        self.starting: asyncio.Future | None = None
+        self.finished: asyncio.Future[Any] | None = None
+        self.claiming: asyncio.Future[Any] | None = None
+        self.starting: asyncio.Future[Any] | None = None
         self.starting_jobs: list[Job] = []
         self.exhausted = False  # no more claims: the slot is empty or the store failed
         self.error: BaseException | None = None
@@ -293,6 +293,7 @@ class SlotRun:
                 self.flush()
             self._pump()
             self.backlog.written(len(batch), self)
+        assert self.loop is not None
         await self.loop.run_in_executor(self.rec_io, self.recorded, applied)
 
     def _tail(self) -> bool:
@@ -333,21 +334,22 @@ class SlotRun:
             told, self.on_claimed_all = self.on_claimed_all, None
             told()
 
-    def _may_start(self, _: asyncio.Future) -> None:
+    def _may_start(self, _: asyncio.Future[Any]) -> None:
         self.may_start = True
         self._pump()
 
-    def _may_send(self, _: asyncio.Future) -> None:
+    def _may_send(self, _: asyncio.Future[Any]) -> None:
         self.may_send = True
         self._pump()
 
-    def _kick_prepare(self) -> asyncio.Future | None:
+    def _kick_prepare(self) -> asyncio.Future[Any] | None:
         if self.preparing is None and self.prepare is not None and not self.closing:
+            assert self.loop is not None
             self.preparing = self.loop.run_in_executor(self.prep_io, self._prepare)
             self.preparing.add_done_callback(self._prepared)
         return self.preparing
 
-    def _prepared(self, fut: asyncio.Future) -> None:
+    def _prepared(self, fut: asyncio.Future[Any]) -> None:
         if fut.cancelled() or fut.exception() is not None:
             self._fail(None if fut.cancelled() else fut.exception())
         waited, self.wait_prepare = self.wait_prepare, False
@@ -355,7 +357,7 @@ class SlotRun:
             self._kick_claim()  # its empty answer ends the claims (``on_claimed_all``)
         self._pump()
 
-    def _kick_claim(self) -> asyncio.Future | None:
+    def _kick_claim(self) -> asyncio.Future[Any] | None:
         if self.claiming is None and not self.exhausted:
             if self.wait_prepare:
                 return None  # reconciling may import drop-ins: the slot is empty only after it
@@ -366,7 +368,7 @@ class SlotRun:
             self.claiming = fut
         return self.claiming
 
-    def _claimed(self, fut: asyncio.Future) -> None:
+    def _claimed(self, fut: asyncio.Future[Any]) -> None:
         if self.claiming is not fut:
             return  # handed over already
         self.claiming = None
@@ -386,7 +388,7 @@ class SlotRun:
             self._kick_start()  # the next chunk is started while the one in hand is sent
         self._pump()
 
-    def _kick_start(self) -> asyncio.Future | None:
+    def _kick_start(self) -> asyncio.Future[Any] | None:
         if self.starting is None and self.queue and self.error is None and self.may_start:
             if self.first_sent is not None and self.executed:
                 rate = self.executed / max(1e-3, monotonic() - self.first_sent)
@@ -400,7 +402,7 @@ class SlotRun:
                 self._kick_claim()  # queued behind the start: the chunk in hand goes out first
         return self.starting
 
-    def _started(self, fut: asyncio.Future) -> None:
+    def _started(self, fut: asyncio.Future[Any]) -> None:
         if self.starting is not fut:
             return
         self.starting = None
@@ -413,6 +415,7 @@ class SlotRun:
         if self.preparing is None and self.prepare is not None:
             # Reconcile once the first callback is back, or after PREPARE_AFTER: started
             # at once, its Python would hold the GIL while the first requests go out.
+            assert self.loop is not None
             self.loop.call_later(PREPARE_AFTER, self._prepare_due)
         self._pump()
 
@@ -529,8 +532,8 @@ class SlotRun:
             await self.finished
             flusher.cancel()
             self.flush()
-            if self._kick_prepare() is not None:  # stopped or failed before it was queued
-                self.writes.append(self.preparing)
+            if (preparing := self._kick_prepare()) is not None:  # stopped or failed before
+                self.writes.append(preparing)  # it was queued
             if self.error is None:  # failed, the run's end tells: the next slot is stopped then
                 self._sent()
             failed = [r for r in await asyncio.gather(*self.writes, return_exceptions=True)
@@ -581,7 +584,7 @@ def catch_stop_signals(loop: asyncio.AbstractEventLoop,
     off the main thread: signal handlers belong to it, and a library caller's loop may not)."""
     if threading.current_thread() is not threading.main_thread():
         return []
-    caught = []
+    caught: list[int] = []
     for sig in STOP_SIGNALS:
         try:
             loop.add_signal_handler(sig, stop, sig)

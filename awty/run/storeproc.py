@@ -260,8 +260,8 @@ class RemoteStore:
             # changed since its claim (a quick retry counts an attempt the claim did not have)
             ref: object = j.id if mine.pop(j.id, None) is j else j
             if d.__class__ is End:
-                wire.append((0, ref, d.outcome.value, d.reason,  # type: ignore[union-attr]
-                             _result_out(d.result), d.lateness))  # type: ignore[union-attr]
+                wire.append((0, ref, d.outcome.value, d.reason,
+                             _result_out(d.result), d.lateness))
             else:
                 wire.append((1, ref, d.next_check_at, d.check_count,  # type: ignore[union-attr]
                              d.attempt, _result_out(d.result), d.error))  # type: ignore[union-attr]
