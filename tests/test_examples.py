@@ -6,7 +6,9 @@ AWTY_NOW; a real 127.0.0.1 receiver where an example's point is a callback (the 
 Rewritten before running, and only these: the ``01JD…`` id placeholders become real ids (a
 pending job, one calling the receiver for ``run``, a failed one for ``retry``), ``/srv/awty``
 and ``/home/me`` become paths under the test's directory, and ``| jq …`` is replaced by checking
-that the output is JSON."""
+that the output is JSON. ``awty serve`` runs until stopped: it is started as a real process on
+127.0.0.1 (whatever ``--host`` the example names) and a free port, with a test certificate where
+it names ``--certfile``/``--keyfile``, checked to answer ``/healthz``, and stopped."""
 
 from __future__ import annotations
 
@@ -114,13 +116,16 @@ def test_examples_are_found():
 # --- running them --------------------------------------------------------------------------------
 @pytest.fixture
 def world(tmp_path, monkeypatch, fake_crontab):
-    """A home, a fake crontab(1), a cwd holding jobs.jsonl and the --call examples' module,
+    """A home, a fake crontab(1), a cwd holding jobs.jsonl, my.crontab and the --call examples' module,
     a receiver, one failed job."""
     home = tmp_path / "home"
     monkeypatch.setenv("TZ", "UTC")
     work = tmp_path / "work"
     work.mkdir()
     write_call_example(work)  # the --call examples' module, found from where `add` runs
+    (work / "my.crontab").write_text(  # `schedule import-crontab my.crontab --apply`
+        "MAILTO=ops@example.com\n# nightly\n0 3 * * * /usr/local/bin/backup.sh\n"
+        "*/30 9-17 * * mon-fri curl -fsS https://example.com/ping\n")
     (work / "jobs.jsonl").write_text(
         '{"target": "https://api.example.com/hooks/a", "in": "2h"}\n'
         '{"target": "echo hi", "kind": "exec", "at": "tomorrow 06:00"}\n')
@@ -151,6 +156,8 @@ def run_example(example: str, world) -> None:
         else:
             job = pending_id(home)
         text = PLACEHOLDER.sub(job, text)
+    if text.startswith("awty serve"):
+        return serve_briefly(text, world)
     piped_to = None
     if "|" in text:
         text, piped_to = (p.strip() for p in text.split("|", 1))
@@ -162,6 +169,51 @@ def run_example(example: str, world) -> None:
     if piped_to is not None:
         assert piped_to.startswith("jq "), where
         json.loads(res.stdout)  # what jq needs
+
+
+def serve_briefly(text: str, world) -> None:
+    """A serve example as a real process: up, answering, stopped by SIGTERM."""
+    import signal
+    import ssl
+    import time
+    import urllib.request
+
+    from awty.testing.receiver import free_port
+
+    args = shlex.split(text, comments=True)[1:]
+    for opt in ("--host", "--port"):  # tests listen on 127.0.0.1 only, on a port of their own
+        if opt in args:
+            i = args.index(opt)
+            del args[i:i + 2]
+    port = free_port()
+    args += ["--host", "127.0.0.1", "--port", str(port)]
+    scheme = "http"
+    if "--certfile" in args:
+        import trustme
+
+        ca = trustme.CA()
+        cert = ca.issue_cert("127.0.0.1")
+        cert.cert_chain_pems[0].write_to_path(args[args.index("--certfile") + 1])
+        cert.private_key_pem.write_to_path(args[args.index("--keyfile") + 1])
+        scheme = "https"
+    env = {**os.environ, "AWTY_HOME": str(world["home"]), "AWTY_NOW": NOW_ISO}
+    proc = subprocess.Popen([sys.executable, "-m", "awty", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        context = ssl._create_unverified_context() if scheme == "https" else None
+        deadline, status = time.monotonic() + 30, None
+        while status is None and proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/healthz",
+                                            timeout=2, context=context) as r:
+                    status = r.status
+            except OSError:
+                time.sleep(0.1)
+        assert status == 200, f"{text!r} did not come up: {proc.poll()}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in out + err, f"{text!r}: {err}"
 
 
 def test_every_readme_command_runs(world):

@@ -452,9 +452,10 @@ def import_(
     callback rules, payload size…); a refused line is named and nothing is imported. The
     counts are checked against the export's; all jobs and history, or nothing.
 
-    Example:  awty import home.jsonl --home /srv/awty
+    Example:  awty import home.jsonl --allow-exec --home /srv/awty
 
-    With exec jobs:  awty import home.jsonl --allow-exec
+    (--allow-exec because that file holds exec and python jobs; an export of callbacks only
+    needs no flag.)
     """
     import sys
 

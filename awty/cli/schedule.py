@@ -80,7 +80,7 @@ def add(
 
     Examples:
 
-      awty schedule add report https://example.com/hooks/report --cron '0 9 * * mon-fri'
+      awty schedule add digest https://example.com/hooks/digest --cron '0 9 * * mon-fri'
 
       awty schedule add sync 'make sync' --exec --every 2h --start 'today 13:00' --missed skip
     """
@@ -172,7 +172,7 @@ def resume(name: Name, home: Home = None) -> None:
 def remove(name: Name, home: Home = None) -> None:
     """Delete a schedule; its pending occurrences are cancelled.
 
-    Example:  awty schedule remove report
+    Example:  awty schedule remove digest
     """
     res = open_awty(home).remove_schedule(name)
     r.out(f"removed {name}" + (f" ({len(res.cancelled)} pending occurrence(s) cancelled)"

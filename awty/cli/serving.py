@@ -63,9 +63,13 @@ def serve(
 @reports_errors
 def metrics(home: Home = None) -> None:
     """Print the Prometheus metrics of this home's store (what GET /metrics shows), e.g. for
-    node_exporter's textfile collector.
+    node_exporter's textfile collector (or set metrics_file: run-slot and catchup then write
+    it after each run).
 
-    Example:  awty metrics > /var/lib/node_exporter/awty.prom
+    Example:  awty metrics --home /srv/awty
+
+    For node_exporter, redirect it into the collector's directory, e.g. to
+    /var/lib/node_exporter/awty.prom.
     """
     from ..serve import require
 
@@ -96,7 +100,7 @@ def token_new(
 
     Examples:
 
-      awty token new billing --scope jobs:read,jobs:write --allow-callbacks https://billing.internal/
+      awty token new shop --scope jobs:read,jobs:write --allow-callbacks https://shop.internal/
 
       awty token new ops --scope jobs:read,jobs:write,jobs:exec --exec-dir /srv/jobs
     """
