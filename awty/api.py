@@ -524,10 +524,16 @@ class Awty:
     def _drop_envelopes(self, result: CancelResult) -> None:
         """The store has ended the cancelled jobs; their files go, and slots left empty with
         them. A file that stays is an orphan the next run of its slot removes."""
+        self._drop_files([result.jobs[i] for i in result.cancelled])
+
+    def _drop_files(self, jobs: builtins.list[Job]) -> None:
+        """These jobs are no longer pending where they were: their ``<id>.json`` go, a batch
+        file holding one goes once none of its jobs is left in the slot, and so does a slot
+        left empty."""
         if self.tree is None:
             return
         by_slot: dict[datetime, list[str]] = {}
-        for j in (result.jobs[i] for i in result.cancelled):
+        for j in jobs:
             by_slot.setdefault(j.next_check_at, []).append(j.id)
         for slot, ids in by_slot.items():
             in_batch: list[str] = []  # no <id>.json: a batch file's, or none (a schedule's)
@@ -562,8 +568,7 @@ class Awty:
             return job
         self.tree.write(job)
         if old.next_check_at != job.next_check_at:
-            self.tree.remove(job.id, old.next_check_at)
-            self.tree.remove_slot_if_empty(old.next_check_at)
+            self._drop_files([old])
         return job
 
     def retry(self, ids: str | Iterable[str]) -> list[Job]:

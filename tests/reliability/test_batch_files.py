@@ -170,3 +170,19 @@ def test_a_replayed_batch_file_is_an_orphan_and_doctor_says_so(home, tmp_path, r
     (home / "slots" / sid / names[0]).write_bytes(kept)
     run = json.loads(_run(home, sid).stdout)
     assert run["ran"] == 0 and run["orphans_removed"] == 1 and len(rx.requests()) == 4
+
+
+def test_reschedule_out_of_a_batch_file(home, tmp_path, rx):
+    """A job moved to another slot leaves its batch file's line behind: the file stays while
+    another of its jobs is pending in the slot, and goes (with the slot) when the last one
+    moves; doctor finds nothing amiss at any step."""
+    _ok(["init"], cli_env(home, T0))
+    ids = sorted(_batch(home, tmp_path, rx, {"20m": 2}))
+    (sid, names), = _files(home).items()
+    _ok(["reschedule", ids[0], "--in", "3h"], cli_env(home, T0))
+    assert _files(home)[sid] == names
+    clean = ("envelopes", "orphans", "wrong slot", "drop-ins")
+    assert all(f["status"] == "ok" for k, f in _doctor(home).items() if k in clean)
+    _ok(["reschedule", ids[1], "--in", "3h"], cli_env(home, T0))
+    assert sid not in _files(home) and sorted(envelope_ids(home)) == sorted(ids)
+    assert all(f["status"] == "ok" for k, f in _doctor(home).items() if k in clean)
