@@ -8,7 +8,9 @@ pending job, one calling the receiver for ``run``, a failed one for ``retry``), 
 and ``/home/me`` become paths under the test's directory, and ``| jq …`` is replaced by checking
 that the output is JSON. ``awty serve`` runs until stopped: it is started as a real process on
 127.0.0.1 (whatever ``--host`` the example names) and a free port, with a test certificate where
-it names ``--certfile``/``--keyfile``, checked to answer ``/healthz``, and stopped."""
+it names ``--certfile``/``--keyfile``, checked to answer ``/healthz``, and stopped; ``awty
+receiver`` likewise, checked to print a callback posted to it. "First ten minutes" is also
+followed whole as a reader would (test_first_ten_minutes_as_written)."""
 
 from __future__ import annotations
 
@@ -106,6 +108,7 @@ def test_examples_are_found():
     assert "awty history --since yesterday                               # 2h, 1d, monday, 9, " \
            "2026-11-01 ..." in readme
     assert "awty cancel --entity order --key 42" in readme
+    assert "awty receiver --port 8080" in readme  # run briefly as a real process
     assert "awty add 'notify-send done' --exec --at 'tomorrow 09:00'" in helps
     assert "awty reschedule 01JD3… --in 1d" in helps
     assert "awty doctor --json | jq '.findings[] | select(.ok | not)'" in helps
@@ -158,6 +161,8 @@ def run_example(example: str, world) -> None:
         text = PLACEHOLDER.sub(job, text)
     if text.startswith("awty serve"):
         return serve_briefly(text, world)
+    if text.startswith("awty receiver"):
+        return receiver_briefly(text, world)
     piped_to = None
     if "|" in text:
         text, piped_to = (p.strip() for p in text.split("|", 1))
@@ -214,6 +219,56 @@ def serve_briefly(text: str, world) -> None:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     assert "Traceback" not in out + err, f"{text!r}: {err}"
+
+
+def receiver_args(text: str, port: int) -> list[str]:
+    """A receiver example's arguments, on a port of the test's own."""
+    args = shlex.split(text, comments=True)[1:]
+    if "--port" in args:
+        i = args.index("--port")
+        del args[i:i + 2]
+    return [*args, "--port", str(port)]
+
+
+def start_receiver(text: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
+    """A receiver example as a real process (stdin not a terminal: its 600 s lifetime), once
+    it answers."""
+    import time
+    import urllib.request
+
+    from awty.testing.receiver import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "awty", *receiver_args(text, port)],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", data=b"{}", timeout=2)
+            return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    out, err = proc.communicate(timeout=30)
+    raise AssertionError(f"{text!r} did not come up: {proc.returncode}\n{out}\n{err}")
+
+
+def stop_receiver(text: str, proc: subprocess.Popen[str]) -> str:
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in out + err, f"{text!r}: {err}"
+    assert "listening on http://127.0.0.1:" in err, err
+    return out
+
+
+def receiver_briefly(text: str, world) -> None:
+    """A receiver example: up, printing a callback posted to it, stopped by SIGTERM."""
+    env = {**os.environ, "AWTY_HOME": str(world["home"]), "AWTY_NOW": NOW_ISO}
+    proc, _ = start_receiver(text, env)
+    assert "receiver <- /ready" in stop_receiver(text, proc)
 
 
 def test_every_readme_command_runs(world):
@@ -297,6 +352,53 @@ def test_readme_signing_block_signs_real_callbacks(world, tmp_path):
     with freeze_time(sent):  # signed "now" = AWTY_NOW; verifiers refuse old timestamps
         for secret in secrets:  # old or new: a receiver holding either accepts
             Webhook(secret).verify(req.body, req.headers)
+
+
+def readme_section(heading: str) -> str:
+    section = README[README.index(f"## {heading}\n"):]
+    return section[:section.index("\n## ", 3)]
+
+
+def test_first_ten_minutes_as_written(fake_crontab, monkeypatch):
+    """The walk-through followed in order as a reader would: a fresh $HOME, the receiver kept
+    running in its "second terminal", each ``01JD…`` the id the last ``add`` printed, and
+    ``run-slot`` once the boundary that ``add`` printed has passed (AWTY_NOW moved there).
+    The receiver printed both callbacks; crontab(1) got the lines."""
+    monkeypatch.setenv("TZ", "UTC")
+    blocks = re.findall(r"^```sh\n(.*?)^```", readme_section("First ten minutes"),
+                        flags=re.S | re.M)
+    lines = [ln.strip() for b in blocks for ln in b.splitlines() if ln.strip()]
+    assert [shlex.split(ln)[1] for ln in lines] == [
+        "init", "receiver", "add", "list", "run", "show", "history", "add", "run-slot",
+        "crontab"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWTY_", "XDG_"))}
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", AWTY_NOW=NOW_ISO)
+    receiver = port = None
+    outputs: dict[str, str] = {}
+    job = ""
+    try:
+        for line in lines:
+            if line.startswith("awty receiver"):
+                receiver, port = start_receiver(line, env)
+                continue
+            line = PLACEHOLDER.sub(job, line.replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
+            args = shlex.split(line, comments=True)
+            if args[1] == "run-slot":
+                boundary = datetime.strptime(slot, "%Y%m%d%H%M").replace(tzinfo=UTC)
+                env["AWTY_NOW"] = f"{boundary:%Y-%m-%dT%H:%M}:05Z"
+            res = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0 and "Traceback" not in res.stderr, (line, res.stderr)
+            outputs[args[1]] = res.stdout
+            if args[1] == "add":
+                job = re.search(r"^added (\S+)", res.stdout, flags=re.M).group(1)
+                slot = re.search(r"^  slot  (\d{12}) ", res.stdout, flags=re.M).group(1)
+    finally:
+        printed = stop_receiver("awty receiver", receiver) if receiver else ""
+    assert "done" in outputs["show"] and "http://127.0.0.1" in outputs["history"]
+    got = [ln.split()[2] for ln in printed.splitlines() if "receiver <-" in ln]
+    assert got == ["/ready", "/hello", "/later"], printed  # /ready: the start-up probe
+    assert 'payload {"hello": "world"} -> 200' in printed
+    assert "awty run-slot" in fake_crontab.read_text()
 
 
 def readme_call_example() -> str:
