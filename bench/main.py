@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
         steps: list[tuple[str, Callable[[], None], tuple[str, ...]]] = [
             ("warm-up", b.warm_up, ()),
             ("ceiling", partial(ceiling.run, b), ("ceiling",)),
-            ("cli", partial(cli.run, b), ("add_median", "add_p90")),
+            ("cli", partial(cli.run, b), ("add_median", "add_p90", "add_pass")),
             ("batch", partial(batch.run, b), ("add_many", "add_batch", "add_bare",
                                               "add_many_bare", "add_batch_bare")),
             ("slot", partial(slot.run, b), ("slot", "bare", "requests", "slot_purge",
@@ -323,6 +323,7 @@ def _peers(a: argparse.Namespace, argv: list[str], base: Path, workdir: Path) ->
 
 _SKIPPED_LABELS = {
     "add_median": "awty add (CLI) median wall", "add_p90": "awty add (CLI) p90 wall",
+    "add_pass": "awty add (CLI) / python -c pass",
     "add_many": "add_many (library)", "add_batch": "add --batch FILE (CLI)",
     "add_bare": "bare SQLite executemany, same rows", "add_many_bare": "add_many / bare",
     "add_batch_bare": "add --batch / bare",

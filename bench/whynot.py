@@ -24,16 +24,18 @@ _RUN = (
     "row; its UPDATE and decoding are now ~40 % of the store's work), a first-try success's "
     "execution folded into its history row.")
 _ADD = (
-    "Creating each envelope file costs 16–30 µs of kernel time on a quiet day here and 30–75 "
-    "µs on a busy one (2026-11-24: 100,000 files by the writer alone 3.4-7.5 s), beside the "
-    "batch's validation and inserts (~35 µs a job). The files are written by a helper process "
-    "beside the inserts (awty/envwriter.py), one staging directory per slot, and a slot that "
-    "has no directory yet gets its staged one in a single rename (a rename per file had been "
-    "~15 µs of the adder's time). A thread instead of the helper was slower (it waited on the "
-    "GIL after every system call: 62 µs a file). Two writer processes taking chunks in turn: "
-    "alone 1.5x faster (2.2-2.5 s against 3.4-3.8 s for 100,000 files), inside add_many "
-    "erratic on a busy day (7-21 s against 7-8 s), not kept. Next: fewer files (one envelope "
-    "file per batch and slot, which the slot tree's format would have to allow), then the "
+    "Until 2026-11-26 each job had an envelope file of its own, whose creation cost 16-75 µs "
+    "of kernel time here (mostly the inode), more than the rest of its add; a helper process "
+    "wrote them beside the inserts. Now a batch writes one file per slot it touches "
+    "(`slots/<slot>/<first-id>.batch.jsonl`, one envelope a line, after the commit; issue 34 "
+    "#1) and the helper is gone: 100,000 jobs over 96 slots are 96 files (~3-5 µs a job). "
+    "A/B, 100,000 jobs, the two trees interleaved, 3 rounds, on a loaded machine: add_many "
+    "1.1-5.5k -> 4.3-8.0k jobs/s and 2.9-3.9k -> 4.6-14.7k; add --batch 1.5-4.6k -> "
+    "4.3-9.1k and 2.6-4.6k -> 4.7-7.1k. What is left is CPU (in-process, 100,000 jobs, a "
+    "quieter moment: validation `jobspec.build` 21-28 µs a job, `store.add` 34-39 µs of which "
+    "the bare executemany of the same rows is ~20 µs (its five indexes), ordering the batch "
+    "5 µs and making the rows 4 µs; the files 3-5 µs). The bare insert alone was ~49k rows/s "
+    "there: the 60k jobs/s target is above the schema's own floor on this machine. Next: the "
     "validation's Python.")
 
 WHY: dict[str, str] = {
@@ -54,8 +56,9 @@ WHY: dict[str, str] = {
     "(parse its options as quickadd does, import cronsim only, not cron_descriptor).",
     "add_many": _ADD,
     "add_batch": _ADD + " `add --batch` adds reading and parsing the JSON lines.",
-    "add_many_bare": "The bare script inserts finished rows; add_many also validates each spec, "
-    "makes its id, orders the batch and writes its envelopes (see add_many).",
+    "add_many_bare": "The bare script inserts finished rows; add_many also validates each spec "
+    "(~25 µs a job), makes its id, orders the batch and makes its rows (~9 µs) and writes "
+    "its batch files (~4 µs) beside the same executemany (see add_many).",
     "add_batch_bare": "As add_many / bare, plus the CLI's start-up and reading and parsing the "
     "JSON lines.",
     "ratio_bare": _RUN + " At 10,000 jobs the store process starts after the first full "
@@ -64,6 +67,19 @@ WHY: dict[str, str] = {
     "cli_ratio": _RUN,
     "add_median": "Start-up: the interpreter (~12 ms), the standard library modules the add "
     "path needs, and opening the home.",
+    "add_pass": "What an add imports beyond the interpreter's start: pathlib (~13 ms "
+    "cumulative here with re, enum, functools, fnmatch, urllib.parse and ipaddress; re and "
+    "json are needed anyway), render (json, datetime), api (slot tree, threading), sqlite3, "
+    "netguard; then opening the home and one insert. `typing` (~2.6 ms) was dropped "
+    "2026-11-26 (awty.clock's Protocol is mypy's only). Next: an add path without pathlib.",
+    "pg_one_add_ratio": "Importing psycopg: ~60-100 ms on a quiet day here, ~150-330 ms loaded "
+    "(psycopg.pq and psycopg_binary, whose version module reads importlib.metadata; asyncio; "
+    "psycopg.errors' classes and regexes), all inside psycopg's own __init__. Done "
+    "2026-11-26: a one-shot `awty add` opens one plain connection and never imports "
+    "psycopg_pool (interleaved, loaded: 318 -> 286 ms median, PostgreSQL / SQLite 4.6 -> "
+    "4.1x). Next: an add that does not need psycopg at all.",
+    "pg_add": "COPY into PostgreSQL on the same 2 cores as the server; the 60k jobs/s target is "
+    "round 3's (issue 34), above what the rows' validation leaves (see add_many).",
     "cli_first_10000": "Start-up: importing asyncio and uvloop (~35–40 ms) before anything "
     "is sent.",
     "cli_first_100000": "Start-up: importing asyncio and uvloop (~35–40 ms) before anything "

@@ -21,6 +21,7 @@ ROWS = [
     "receiver ceiling",
     "awty add (CLI) median wall",
     "awty add (CLI) p90 wall",
+    "awty add (CLI) / `python -c pass`",
     "add_many (library)",
     "add --batch FILE (CLI)",
     "bare SQLite executemany of the same",
@@ -51,6 +52,9 @@ ROWS = [
     # the pg section: skipped (not failed) where no PostgreSQL server answers
     "PostgreSQL: add_many (library)",
     "SQLite, same run: add_many",
+    "PostgreSQL: one awty add (CLI)",
+    "SQLite, same run: one awty add (CLI)",
+    "PostgreSQL / SQLite, one awty add (CLI)",
     "PostgreSQL: run-slot end to end (library)",
     "SQLite, same run: run-slot end to end",
     "PostgreSQL / SQLite, run-slot",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import time
 import uuid
@@ -17,7 +18,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..common import AWTY_SCRIPT, BASE, R, alternate, die_with_parent, fmt_n, slot_at
+from ..common import (AWTY_SCRIPT, BASE, R, alternate, die_with_parent, fmt_n, run_proc,
+                      slot_at)
 from ..disk import remove_home, settle
 from ..homes import check_summary
 from .flat import timed_round
@@ -28,12 +30,17 @@ if TYPE_CHECKING:
 # Where a local server usually answers (trust auth, as on CI and the dev machines).
 LOCAL_URLS = ("postgresql://postgres@/test?host=/var/run/postgresql",
               "postgresql://postgres@127.0.0.1:5432/test")
-ADD_MIN, SLOT_MIN = 20_000, 5_000  # issue 11's targets: jobs/s, callbacks/s
+ADD_MIN, SLOT_MIN = 60_000, 5_000  # jobs/s (issue 34, round 3), callbacks/s (issue 11)
+ONE_ADD_MAX = 1.5  # one `awty add` on PostgreSQL / on SQLite (issue 34 #5)
 
-KEYS = ("pg_add", "pg_add_sqlite", "pg_slot", "pg_slot_sqlite", "pg_slot_ratio", "pg_one",
+KEYS = ("pg_add", "pg_add_sqlite", "pg_one_add", "pg_one_add_sqlite", "pg_one_add_ratio",
+        "pg_slot", "pg_slot_sqlite", "pg_slot_ratio", "pg_one",
         "pg_two", "pg_two_ratio", "pg_flat_ratio", "pg_flat_last_ratio")
 LABELS = {
     "pg_add": "PostgreSQL: add_many (library)", "pg_add_sqlite": "SQLite, same run: add_many",
+    "pg_one_add": "PostgreSQL: one awty add (CLI) median wall",
+    "pg_one_add_sqlite": "SQLite, same run: one awty add (CLI) median wall",
+    "pg_one_add_ratio": "PostgreSQL / SQLite, one awty add (CLI)",
     "pg_slot": "PostgreSQL: run-slot end to end (library)",
     "pg_slot_sqlite": "SQLite, same run: run-slot end to end",
     "pg_slot_ratio": "PostgreSQL / SQLite, run-slot",
@@ -96,6 +103,7 @@ def run(b: Bench) -> None:
     homes = Schemas(b, url)
     try:
         _add(b, homes)
+        _one_add(b, homes)
         _slot(b, homes)
         _two_vs_one(b, homes)
         _flat(b, homes)
@@ -105,7 +113,8 @@ def run(b: Bench) -> None:
         f"PostgreSQL ({_version(url)}, the local server on these same 2 cores, trust auth, "
         f"its settings as installed): every figure beside SQLite's measured in the same run, "
         f"alternating which store goes first. add_many: {fmt_n(b.a.batch_jobs)} jobs as in the "
-        f"batch section (COPY into PostgreSQL). run-slot: {fmt_n(b.a.slot_jobs)} signed callbacks "
+        f"batch section (COPY into PostgreSQL). One awty add: {b.a.cli_calls} `awty add` CLI "
+        f"processes on each store, alternated (two untimed first), medians. run-slot: {fmt_n(b.a.slot_jobs)} signed callbacks "
         f"in-process, close() included. 1 vs 2 processes: {fmt_n(2 * b.a.slot_jobs)} due jobs, "
         f"whole `awty run-slot --json` processes started together (claims with FOR UPDATE SKIP "
         f"LOCKED), wall clock until the last exits, every job checked done exactly once from "
@@ -145,6 +154,38 @@ def _add(b: Bench, homes: Schemas) -> None:
             remove_home(home)
         rp.values.append(rates["pg"])
         rs.values.append(rates["sqlite"])
+
+
+def _one_add(b: Bench, homes: Schemas) -> None:
+    """One `awty add` CLI process on a PostgreSQL home and on a SQLite one, calls alternated
+    (after two untimed calls each: bytecode, page cache)."""
+    n = b.a.cli_calls
+    rp = b.rep.row("pg_one_add", f"{LABELS['pg_one_add']}, {n} calls", "ms", fmt="{:,.1f}")
+    rs = b.rep.row("pg_one_add_sqlite", f"{LABELS['pg_one_add_sqlite']}, {n} calls", "ms",
+                   fmt="{:,.1f}")
+    rr = b.rep.row("pg_one_add_ratio", LABELS["pg_one_add_ratio"], "×", f"≤ {ONE_ADD_MAX}×",
+                   lambda v: v <= ONE_ADD_MAX, "{:.2f}")
+    pg_home, settings = homes.new("pg-one-add")
+    sq_home = b.homes.path("one-add")
+    envs = {}
+    for store, home, extra in (("pg", pg_home, settings), ("sqlite", sq_home, {})):
+        with b.homes.open(home, BASE, **extra) as a:
+            a.init()
+        envs[store] = {**b.cli_env(BASE), "AWTY_HOME": str(home),
+                       **{f"AWTY_{k.upper()}": v for k, v in extra.items()}}
+    args = [str(AWTY_SCRIPT), "add", b.url, "--in", "2h", "--entity", "order", "--key", "42"]
+    walls: dict[str, list[float]] = {"pg": [], "sqlite": []}
+    for i in range(n + 2):
+        for store in alternate(i, "pg", "sqlite"):
+            p = run_proc(args, envs[store], b.workdir, 60)
+            if p.rc != 0:
+                raise RuntimeError(f"awty add ({store}) exited {p.rc}: {p.stderr[-300:]}")
+            if i >= 2:
+                walls[store].append(p.wall * 1000)
+    rp.values, rs.values = walls["pg"], walls["sqlite"]
+    rr.values = [statistics.median(walls["pg"]) / statistics.median(walls["sqlite"])]
+    remove_home(sq_home)
+    remove_home(pg_home)
 
 
 def _slot(b: Bench, homes: Schemas) -> None:
