@@ -1,5 +1,6 @@
-"""Every example awty shows is run: the README's ``sh`` blocks and Python block, and each
-command's ``--help`` examples (read from the Typer app, so the test follows the CLI wherever it
+"""Every example awty shows is run: the ``sh`` blocks and the Python blocks of README.md and of
+the guides it links to (docs/*.md, read in GUIDES' order, the reader's), and each command's
+``--help`` examples (read from the Typer app, so the test follows the CLI wherever it
 lives). One throwaway home, examples in the order a reader meets them, time pinned with
 AWTY_NOW; a real 127.0.0.1 receiver where an example's point is a callback (the signing block).
 
@@ -37,6 +38,11 @@ from awty.testing.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+# README first, then the guides in the order README links them: the examples run in this order.
+GUIDES = ["README.md", "docs/commands.md", "docs/jobs.md", "docs/schedules.md",
+          "docs/running.md", "docs/reliability.md", "docs/several-hosts.md",
+          "docs/http-api.md", "docs/python-api.md", "docs/configuration.md"]
+GUIDE = "\n".join((ROOT / name).read_text() for name in GUIDES)
 NOW = datetime(2026, 11, 22, 14, 20, tzinfo=UTC)  # a Sunday; slot 202611221415 has passed
 NOW_ISO = "2026-11-22T14:20:00Z"
 PLACEHOLDER = re.compile(r"01JD3?…")
@@ -45,11 +51,11 @@ runner = CliRunner()
 
 # --- finding the examples ------------------------------------------------------------------------
 def readme_blocks(lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```", README, flags=re.S | re.M)
+    return re.findall(rf"^```{lang}\n(.*?)^```", GUIDE, flags=re.S | re.M)
 
 
 def readme_commands() -> list[str]:
-    """``awty …`` lines of the README's sh blocks that are plain commands (continuations joined,
+    """``awty …`` lines of the guides' sh blocks that are plain commands (continuations joined,
     ``a | b`` alternatives split); lines with shell plumbing are run as a script instead."""
     out = []
     for block in readme_blocks("sh"):
@@ -102,13 +108,18 @@ def help_commands() -> list[str]:
 
 
 def test_examples_are_found():
-    # Guards the extraction itself: these are known to be there.
+    # Guards the extraction itself: these are known to be there, and no guide is left unread.
+    assert sorted(GUIDES[1:]) == sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
     readme, helps = readme_commands(), help_commands()
     assert "awty add 'scripts/check-backup.sh' --exec --at 'tomorrow 06:00'" in readme
     assert "awty history --since yesterday                               # 2h, 1d, monday, 9, " \
            "2026-11-01 ..." in readme
     assert "awty cancel --entity order --key 42" in readme
     assert "awty receiver --port 8080" in readme  # run briefly as a real process
+    for first_words in ("awty run 01JD… --json", "awty systemd --install",  # docs/commands, running
+                        "awty token new billing", "awty serve",  # docs/http-api
+                        "awty import home.jsonl --allow-exec"):  # docs/several-hosts
+        assert any(c.startswith(first_words) for c in readme), first_words
     assert "awty add 'notify-send done' --exec --at 'tomorrow 09:00'" in helps
     assert "awty reschedule 01JD3… --in 1d" in helps
     assert "awty doctor --json | jq '.findings[] | select(.ok | not)'" in helps
@@ -403,7 +414,7 @@ def test_first_ten_minutes_as_written(fake_crontab, monkeypatch):
 
 def readme_call_example() -> str:
     """The ``--call`` function shown under "Jobs and their answers" (a fence in a list item)."""
-    (code,) = re.findall(r"^  ```python\n(.*?)^  ```", README, flags=re.S | re.M)
+    (code,) = re.findall(r"^  ```python\n(.*?)^  ```", GUIDE, flags=re.S | re.M)
     return textwrap.dedent(code)
 
 

@@ -1,5 +1,5 @@
-"""README's "Running on several hosts", followed as a newcomer would: every command of its
-step-by-step blocks is run as written (the example URL and callback replaced by the test's),
+"""docs/several-hosts.md (linked from README), followed as a newcomer would: every command of
+its step-by-step blocks is run as written (the example URL and callback replaced by the test's),
 on a real PostgreSQL server, with two hosts (two homes) and a receiver. Cron's line is taken
 from the crontab `awty crontab --install` wrote and run as cron runs it: with no AWTY_*
 variable, so only what init kept in awty.toml points it at the database.
@@ -24,7 +24,7 @@ import pytest
 from conftest import pg_url
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+GUIDE = (ROOT / "docs" / "several-hosts.md").read_text()
 EXAMPLE_URL = "postgresql://awty@db.internal/awty"
 EXAMPLE_HOOK = "https://app.internal/hooks/order"
 ADD_AT = "2026-11-22T10:07:12Z"
@@ -32,9 +32,8 @@ FIRE_AT = "2026-11-22T12:15:05Z"  # the slot of a job added at ADD_AT --in 2h ha
 
 
 def steps() -> list[list[str]]:
-    """The commands of the section's step blocks, a list per block, in order."""
-    section = README[README.index("## Running on several hosts"):]
-    section = section[:section.index("\n## ", 10)]
+    """The commands of the guide's step blocks, a list per block, in order."""
+    section = GUIDE[GUIDE.index("# Running on several hosts"):]
     section = section[:section.index("What each step does, in detail")]
     blocks = re.findall(r"^```text\n(.*?)^```", section, flags=re.S | re.M)
     return [[ln.strip() for ln in b.splitlines() if ln.strip()] for b in blocks]

@@ -2,7 +2,7 @@
 tried for the rest of the run, and its remaining jobs are deferred to the next slot (no attempt
 counted) instead of each waiting out its own timeout.
 
-The rule (README, "Reliability"): a breaker looks at the last ``WINDOW`` outcomes and opens when
+The rule (docs/reliability.md): a breaker looks at the last ``WINDOW`` outcomes and opens when
 at least ``threshold`` of them are failures *and* failures are at least half of them. A failure
 is a connection that cannot be made (refused, unreachable, DNS, the proxy), a timeout, or a
 connection dropped before an answer; any HTTP answer, whatever its status, is a success.
