@@ -38,7 +38,8 @@ MAX_ENVELOPE_BYTES = 64 * 1024
 BATCH_SUFFIX = ".batch.jsonl"
 BATCH_MIN = 2  # jobs of one batch in one slot that get a batch file (one alone: <id>.json)
 BATCH_MAX = 10_000  # envelopes in one batch file (a bigger share of a slot: several files)
-MAX_BATCH_BYTES = 64 * 1024 * 1024  # a dropped-in batch file larger is refused
+BATCH_BYTES = 16 * 1024 * 1024  # and bytes: big payloads make smaller files
+MAX_BATCH_BYTES = 64 * 1024 * 1024  # a batch file larger is refused (awty writes none)
 _LINE_HEAD = b'{"v":%d,"id":"' % ENVELOPE_VERSION  # how each line awty writes begins
 # O_NONBLOCK: opening a FIFO someone left in a slot must not wait for a writer (it is then
 # refused as "not a regular file"); it changes nothing for regular files.
@@ -269,14 +270,26 @@ class SlotTree:
         self._put(slot_id(job.next_check_at), f"{job.id}.json", envelope_bytes(job, isos))
 
     def write_batch(self, jobs: list[Job], isos: dict[datetime, str] | None = None) -> None:
-        """One file, ``<first-id>.batch.jsonl`` (the smallest of their ids: names sort by time),
-        holding these jobs' envelopes (all of one slot), one a line, written atomically as an envelope is: a reader sees every line or
-        no file. It goes once none of its jobs is pending in the slot (``settle_batches``, the
-        reconciler, or with the slot's directory when the slot is retired)."""
+        """These jobs' envelopes (all of one slot), one a line, in files of at most
+        ``BATCH_MAX`` lines and ``BATCH_BYTES``, each ``<first-id>.batch.jsonl`` (the smallest
+        of its ids: names sort by time) and written atomically as an envelope is: a reader
+        sees every line or no file. A file goes once none of its jobs is pending in the slot
+        (``settle_batches``, the reconciler, or with the slot's directory when it is
+        retired)."""
         isos = {} if isos is None else isos
-        data = b"\n".join([envelope_bytes(j, isos) for j in jobs])
-        first = min(j.id for j in jobs)
-        self._put(slot_id(jobs[0].next_check_at), f"{first}{BATCH_SUFFIX}", data + b"\n")
+        sid = slot_id(jobs[0].next_check_at)
+        lines: list[bytes] = []
+        ids: list[str] = []
+        size = 0
+        for j in jobs:
+            line = envelope_bytes(j, isos)
+            if lines and (len(lines) >= BATCH_MAX or size + len(line) > BATCH_BYTES):
+                self._put(sid, f"{min(ids)}{BATCH_SUFFIX}", b"\n".join(lines) + b"\n")
+                lines, ids, size = [], [], 0
+            lines.append(line)
+            ids.append(j.id)
+            size += len(line) + 1
+        self._put(sid, f"{min(ids)}{BATCH_SUFFIX}", b"\n".join(lines) + b"\n")
 
     def _put(self, sid: str, final: str, data: bytes) -> None:
         for again in (False, True):
@@ -356,8 +369,7 @@ class SlotTree:
 
     def write_many(self, jobs: Iterable[Job]) -> int:
         """The envelopes of jobs added together: a slot given ``BATCH_MIN`` of them or more
-        gets batch files (``write_batch``, ``BATCH_MAX`` lines each), a slot given one its
-        ``<id>.json``."""
+        gets batch files (``write_batch``), a slot given one its ``<id>.json``."""
         isos: dict[datetime, str] = {}
         by_slot: dict[datetime, list[Job]] = {}
         for job in jobs:
@@ -372,8 +384,7 @@ class SlotTree:
                 for job in group:
                     self.write(job, isos)
             else:
-                for i in range(0, len(group), BATCH_MAX):
-                    self.write_batch(group[i:i + BATCH_MAX], isos)
+                self.write_batch(group, isos)
             n += len(group)
         return n
 

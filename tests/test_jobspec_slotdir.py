@@ -203,3 +203,32 @@ def test_envelopes_of_a_batch_read_as_one_alone(tmp_path):
     isos: dict = {}
     assert envelope_bytes(job, isos) == envelope_bytes(job) == envelope_bytes(job, isos)
     assert json.loads(envelope_bytes(job))["entity"] == "é\u2028"
+
+
+def test_a_batch_file_is_split_by_lines_and_bytes(tmp_path, monkeypatch):
+    """A slot's share of a batch is cut into files of at most BATCH_MAX lines and BATCH_BYTES
+    (so the reader's MAX_BATCH_BYTES never refuses a file awty wrote), each named by its
+    smallest id and holding whole lines."""
+    from awty import slotdir
+
+    now = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    settings = Settings()
+    jobs = [jobspec.build({"target": "https://example.com/", "in": "1h",
+                           "payload": {"pad": "x" * (10 if i < 7 else 900)}},
+                          now=now, settings=settings)[0] for i in range(10)]
+    monkeypatch.setattr(slotdir, "BATCH_MAX", 3)
+    monkeypatch.setattr(slotdir, "BATCH_BYTES", 1500)
+    tree = SlotTree(tmp_path)
+    assert tree.write_many(jobs) == 10
+    (sdir,) = (tmp_path / "slots").iterdir()
+    files = sorted(sdir.iterdir())
+    held = []
+    for f in files:
+        ids = [json.loads(line)["id"] for line in f.read_text().splitlines()]
+        assert f.name == f"{min(ids)}.batch.jsonl" and 1 <= len(ids) <= 3
+        assert f.stat().st_size <= 1500 or len(ids) == 1
+        held += ids
+    assert sorted(held) == sorted(j.id for j in jobs)
+    # 7 small envelopes (~250 bytes) in threes, the 7th beside the first big one (~1,150),
+    # then the other two big ones a file each: by bytes
+    assert sorted(len(f.read_text().splitlines()) for f in files) == [1, 1, 2, 3, 3]
