@@ -37,6 +37,7 @@ from ..model import (
 from . import pg_migrations, pg_portable, pg_schedules, rules
 from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
+from .pg_watch import Watch
 from .pg_rows import (
     execution_row, history_row, job_to_row, lock_key, row_to_history, row_to_job, sec,
 )
@@ -136,6 +137,7 @@ class PostgresStore:
         self._sessions: dict[str, psycopg.Connection] = {}
         self._session_checked = False  # a pooler in transaction mode refused (once)
         self._down_since: tuple[float, float, str] | None = None  # see _unreachable
+        self._watch = Watch(self._unreachable, connect_timeout)
         self._pool: ConnectionPool | _OneConnection | None = None
         try:
             conn = self._connect(autocommit=True)
@@ -212,7 +214,8 @@ class PostgresStore:
                 raise StoreError(f"PostgreSQL at {self.where}: {what}: {down}")
             self._check_pool()
         try:
-            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            with self._pool.connection() as conn, self._watch.statement(conn), \
+                    conn.transaction(), conn.cursor() as cur:
                 yield cur
         except psycopg.Error as e:
             raise self._error(e, what) from None
@@ -282,6 +285,7 @@ class PostgresStore:
         return sec(now) if self.lease_clock == "caller" else None
 
     def close(self) -> None:
+        self._watch.close()
         for conn in self._sessions.values():
             conn.close()
         self._sessions.clear()
@@ -593,7 +597,10 @@ class PostgresStore:
         finally:
             self._sessions.pop(owner, None)
             try:  # unlock first: a closed connection's backend lets go a moment later
-                conn.execute(self.sql.session_unlock, (self._owner_class, lock_key(owner)))
+                if self._known_down() is None:  # else no answer would come
+                    with self._watch.statement(conn):
+                        conn.execute(self.sql.session_unlock,
+                                     (self._owner_class, lock_key(owner)))
             except psycopg.Error:
                 pass
             conn.close()

@@ -1,13 +1,20 @@
 """An outage run gives up within ``database_connect_timeout`` plus a little (issue 28, item 9).
 
-PostgreSQL goes out of reach in the middle of a run: the runner's connections are reset and
-new ones get no answer (a failover, a host gone; a TCP relay on 127.0.0.1 in front of the
-test's own cluster, cut while the receiver is taking the slot's callbacks). Before, each store
-call still to make (results, releases) waited for the pool in turn: 30 s after the cut with
-the default 5 s connect timeout, and the one line named the pool's wait. Now the first
-connection error opens one connection to ask whether the server is there; unreachable, every
-call fails at once: exit 1, one line saying "unreachable", at most 10 s after the cut. Once
-the server is back, a later ``catchup`` sends what the cut run left, each job once."""
+PostgreSQL goes out of reach in the middle of a run (a TCP relay on 127.0.0.1 in front of the
+test's own cluster, cut while the receiver is taking the slot's callbacks), two ways:
+
+- ``reset``: the runner's connections are reset and new ones get no answer (a failover, a host
+  gone). Before, each store call still to make (results, releases) waited for the pool in
+  turn: 30 s after the cut with the default 5 s connect timeout, the line naming the pool's
+  wait. Now the first connection error opens one connection to ask whether the server is
+  there; unreachable, every call fails at once.
+- ``silent``: the connections stay open and nothing answers (a frozen host, a partition that
+  TCP does not report for minutes). Before, the run waited for ever (killed at 300 s here).
+  Now a statement waiting a second makes the store ask the same question, and an unreachable
+  server has the waiting statements' sockets shut.
+
+Either way: exit 1, one line saying "unreachable", at most 10 s after the cut. Once the server
+is back, a later ``catchup`` sends what the cut run left, each job once."""
 
 from __future__ import annotations
 
@@ -22,10 +29,18 @@ from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
 from conftest import T0
-from relkit import cli_env, lease_passes, run_cli
+from relkit import cli_env, lease_passes, run_cli, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 N = 2000
+
+
+def _advisory_locks(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        return c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                         ).fetchone()[0]
 
 
 @pytest.fixture
@@ -35,7 +50,8 @@ def own_cluster():
     yield from pgserver.own_cluster()
 
 
-def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster):
+@pytest.mark.parametrize("reset", [True, False], ids=["reset", "silent"])
+def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster, reset):
     from pgrelay import Relay
 
     relay = Relay(str(own_cluster.socket / ".s.PGSQL.5432"))
@@ -45,7 +61,7 @@ def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster):
     def cut_once(req) -> None:
         if req.n == N // 5 and not cut_at:
             cut_at.append(time.monotonic())
-            relay.cut(reset=True)
+            relay.cut(reset=reset)
 
     try:
         with Receiver(delay=0.002, keep=False, on_request=cut_once) as rx:
@@ -65,7 +81,12 @@ def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster):
             lines = run.stderr.strip().splitlines()
             assert len(lines) == 1 and "unreachable" in lines[0], run.stderr[-2000:]
 
-            lease_passes(kw)  # the cut run's claims: their leases end on the server's clock
+            # The server back within reach: the cut run's sessions, which a silent cut kept
+            # open on the server, end (in a real partition its keepalives end them), and with
+            # them the run's advisory locks; its claims' leases end on the server's clock.
+            relay.close()
+            assert wait_until(lambda: _advisory_locks(own_cluster.url) == 0, 30)
+            lease_passes(kw)
             later = {**cli_env(home, slot + timedelta(hours=1), concurrency=32),
                      "AWTY_DATABASE_URL": own_cluster.url}
             caught = run_cli(["catchup"], later, timeout=300)
@@ -78,5 +99,5 @@ def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster):
         assert a.count() == 0
         hist = Counter(h.id for h in a.history(limit=N + 100))
     assert set(hist) == set(ids) and max(hist.values()) == 1
-    print(f"\n[pg/outage] gave up {gave_up:.1f} s after the cut; "
+    print(f"\n[pg/outage/{'reset' if reset else 'silent'}] gave up {gave_up:.1f} s after the cut; "
           f"sent twice {sum(c - 1 for c in delivered.values())}")
