@@ -115,16 +115,25 @@ def test_add_defaults_to_this_process_environment(monkeypatch):
     assert job.env is not None and job.env["MYVAR"] == "from-os"
 
 
-@pytest.mark.parametrize("spec, settings, due", [
-    (SPEC, Settings(exec_env=False), None),  # turned off
-    ({"target": "https://example.com/", "in": "1h"}, Settings(), None),  # http: no env
-    ({"kind": "python", "target": "json:loads", "in": "1h"}, Settings(), None),
+@pytest.mark.parametrize("spec, settings, due, environ", [
+    # turned off: this process's environment is not recorded (one given explicitly is, as
+    # `awty serve --exec-env` gives it: see the next test)
+    (SPEC, Settings(exec_env=False), None, None),
+    ({"target": "https://example.com/", "in": "1h"}, Settings(), None, {"MYVAR": "x"}),
+    ({"kind": "python", "target": "json:loads", "in": "1h"}, Settings(), None, {"MYVAR": "x"}),
     ({"kind": "exec", "target": "true"}, Settings(dropin_kinds=("exec",)),
-     NOW + timedelta(hours=1)),  # a drop-in was not added from a shell
+     NOW + timedelta(hours=1), {"MYVAR": "x"}),  # a drop-in was not added from a shell
 ])
-def test_no_environment_recorded(spec, settings, due):
-    job, _ = jobspec.build(spec, now=NOW, settings=settings, due=due, environ={"MYVAR": "x"})
+def test_no_environment_recorded(spec, settings, due, environ, monkeypatch):
+    monkeypatch.setenv("MYVAR", "from-os")
+    job, _ = jobspec.build(spec, now=NOW, settings=settings, due=due, environ=environ)
     assert job.env is None
+
+
+def test_an_environment_given_is_recorded_and_filtered_even_with_exec_env_off():
+    environ = {"MYVAR": "x", "DATABASE_URL": "postgresql://app:pw@db/app"}
+    job, _ = jobspec.build(SPEC, now=NOW, settings=Settings(exec_env=False), environ=environ)
+    assert job.env == {"MYVAR": "x"}
 
 
 def test_exec_env_setting():
