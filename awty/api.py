@@ -450,28 +450,28 @@ class Awty:
         """Raises ``ScheduleNotFound``."""
         from . import schedules
 
-        return schedules.get(self, name)
+        return schedules.get(self, _schedule_name(name))
 
     def pause(self, name: str) -> Schedule:
         """Stop a schedule: its pending occurrence is cancelled (one being delivered ends as
         it will); ``resume`` makes it pending again, its missed policy then applies."""
-        return self.store.pause_schedule(name, self.clock.now())
+        return self.store.pause_schedule(_schedule_name(name), self.clock.now())
 
     def resume(self, name: str) -> Schedule:
         """Undo ``pause``: the occurrence it held is pending again (in the next slot when its
         own passed; the missed policy then decides what fires)."""
         self._not_moved()
-        return self.store.resume_schedule(name, self.clock.now())
+        return self.store.resume_schedule(_schedule_name(name), self.clock.now())
 
     def remove_schedule(self, name: str) -> CancelResult:
         """Delete a schedule; its pending occurrences are cancelled."""
-        return self.store.remove_schedule(name, self.clock.now())
+        return self.store.remove_schedule(_schedule_name(name), self.clock.now())
 
     def next_occurrences(self, name: str, n: int = 10) -> builtins.list[datetime]:
         """The next ``n`` occurrences (nominal times, aware UTC), the pending one first."""
         from . import schedules
 
-        return schedules.next_occurrences(self, name, n)
+        return schedules.next_occurrences(self, _schedule_name(name), n)
 
     def run_schedule(self, name: str) -> RunSummary:
         """Fire ``name``'s target now, as ``run_now``: a job of the schedule beside its
@@ -479,7 +479,7 @@ class Awty:
         pending occurrence stays as it is."""
         from . import schedules
 
-        return schedules.run(self, name)
+        return schedules.run(self, _schedule_name(name))
 
     # -- changing -------------------------------------------------------------------------
     def cancel(self, ids: str | Iterable[str]) -> CancelResult:
@@ -496,6 +496,7 @@ class Awty:
     def cancel_entity(self, entity: str, key: str | None = None) -> CancelResult:
         """Cancel every pending job of ``entity`` (and ``key``, when given); the result as
         ``cancel``'s: job ids."""
+        _filters(entity, key)
         result = self.store.cancel_entity(entity, key, self.clock.now())
         self._drop_envelopes(result)
         return result
@@ -504,7 +505,10 @@ class Awty:
         """A job id from what a user typed: any case, or a unique prefix of at least
         ``MIN_PREFIX`` characters. An ambiguous prefix raises ``InvalidInput`` listing the
         candidates; an unknown one ``JobNotFound`` (``strict``) or comes back as typed."""
-        job_id = normalise(text)
+        try:
+            job_id = normalise(text)
+        except ValueError as e:
+            raise InvalidInput(str(e)) from None
         if len(job_id) >= 26 or not ID_PREFIX.fullmatch(job_id):
             return job_id
         if len(job_id) < MIN_PREFIX:
@@ -618,16 +622,18 @@ class Awty:
              after: tuple[datetime, str] | None = None) -> Iterator[Job]:
         """Pending jobs matching every filter given, in run order (``(next_check_at, id)``);
         ``after``: only those past that ``(next_check_at, id)`` (a page's cursor)."""
+        _filters(entity, key)
         if after is not None:
             after = (to_utc(after[0], self.tz), after[1])
         return self.store.list(status=status, slot=self._utc(slot), until=self._utc(until),
-                               entity=entity, key=key, kind=kind, limit=limit,
+                               entity=entity, key=key, kind=kind, limit=_limit(limit),
                                **({"after": after} if after is not None else {}))
 
     def count(self, *, status: str | None = None, slot: datetime | None = None,
               until: datetime | None = None, entity: str | None = None,
               key: str | None = None, kind: str | None = None) -> int:
         """How many pending jobs ``list`` with the same filters gives."""
+        _filters(entity, key)
         return self.store.count(status=status, slot=self._utc(slot), until=self._utc(until),
                                 entity=entity, key=key, kind=kind)
 
@@ -640,8 +646,9 @@ class Awty:
                 limit: int | None = None) -> builtins.list[HistoryRow]:
         """Ended jobs matching every filter given (``since``: ended at or after), newest
         first."""
+        _filters(entity, key)
         return self.store.history(outcome=outcome, entity=entity, key=key,
-                                  since=self._utc(since), limit=limit)
+                                  since=self._utc(since), limit=_limit(limit))
 
     def _utc(self, at: datetime | None) -> datetime | None:
         """A datetime a caller gave, as aware UTC: a naive one is local wall time (see the
@@ -688,7 +695,9 @@ class Awty:
 
     def revoke_token(self, name: str) -> None:
         """Forget a token: every serve process refuses it from its next request on."""
-        if not self.store.revoke_token(name):
+        from . import tokens
+
+        if not tokens.NAME.fullmatch(name) or not self.store.revoke_token(name):
             from .errors import AwtyError
 
             raise AwtyError(f"no token named {name!r} (`awty token list` shows them)")
@@ -836,6 +845,32 @@ def open_store(a: Awty, *, mode: str = "use") -> Store:
         _own_schema(a)
         _one_store(a)
     return store_mod.open(spec, mode=mode, one_shot=a.one_shot)
+
+
+def _schedule_name(name: str) -> str:
+    """A schedule named by a user, as ``add`` checked it: a name no schedule can have (one a
+    store cannot even look up, such as undecodable argv bytes) is bad input."""
+    from .recurrence import parse_name
+
+    return parse_name(name)
+
+
+def _filters(entity: str | None, key: str | None) -> None:
+    from .jobspec import filter_text
+
+    filter_text("entity", entity)
+    filter_text("key", key)
+
+
+# Past what SQLite's LIMIT and PostgreSQL's bigint hold (`list --limit 10**40` was a
+# traceback): as good as no limit.
+_NO_LIMIT = 2**62
+
+
+def _limit(limit: int | None) -> int | None:
+    if limit is not None and limit < 0:
+        raise InvalidInput("limit must be 0 or more")
+    return None if limit is None or limit >= _NO_LIMIT else limit
 
 
 def _own_schema(a: Awty) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from .clock import SystemClock
 from .errors import AwtyError, InvalidInput
 from .slots import check_resolution
+from .storable import is_storable
 
 Run = Callable[..., subprocess.CompletedProcess[Any]]
 _NO_CRON = ("no `crontab` command: install cron (e.g. the cron or cronie package), or use the "
@@ -85,8 +86,8 @@ def entries(home: Path, resolution: int, awty_bin: str | None = None, *,
     check_resolution(resolution)
     off = local_offset_minutes() if utc_offset_minutes is None else utc_offset_minutes
     home = _absolute(home)
+    awty = one_line(awty_bin or default_bin(), "cron")
     tag = marker(home)
-    awty = awty_bin or default_bin()
     q = shlex.quote(str(home))
     log = f">> {shlex.quote(str(home / 'cron.log'))}"
 
@@ -235,6 +236,15 @@ def _absolute(home: Path) -> Path:
 
 def _cron_escape(text: str) -> str:
     """cron turns an unescaped ``%`` into a newline; a newline would end the line."""
+    return one_line(text, "cron").replace("%", "\\%")
+
+
+def one_line(text: str, where: str) -> str:
+    """``text`` (a path, the awty command) as a line of a crontab or unit file may hold it: a
+    newline would end the line, and undecodable bytes (surrogateescape) cannot be written to a
+    text file."""
     if "\n" in text or "\r" in text:
-        raise InvalidInput("a path for cron cannot contain a newline")
-    return text.replace("%", "\\%")
+        raise InvalidInput(f"a path or command for {where} cannot contain a newline")
+    if not is_storable(text):
+        raise InvalidInput(f"a path or command for {where} must be UTF-8 text: {text!r}")
+    return text

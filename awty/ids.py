@@ -18,8 +18,20 @@ def is_id(text: str) -> bool:
 
 
 def normalise(text: str) -> str:
-    """What a user typed, as stored ids are spelled (upper case, surrounding blanks gone)."""
-    return text.strip().upper()
+    """What a user typed, as stored ids are spelled (upper case, surrounding blanks gone).
+    Raises ValueError for what no id can be: undecodable argv bytes (surrogateescape), NUL and
+    other control characters, or more than a line of text; a store would fail on some of them
+    (SQLite cannot encode a lone surrogate, PostgreSQL takes no NUL) rather than find nothing."""
+    job_id = text.strip().upper()
+    if not job_id.isprintable() or len(job_id) > _MAX_TYPED:
+        shown = repr(text) if len(text) <= 40 else repr(text[:30]) + "…"
+        raise ValueError(f"{shown} is not a job id ({_ID_SHAPE})")
+    return job_id
+
+
+_MAX_TYPED = 100
+_ID_SHAPE = (f"26 letters and digits, e.g. 01JD3V6Z1X4Q8R2M5N7P9T0W3Y, or its first {MIN_PREFIX} "
+             "or more")
 
 
 def shard_of(job_id: str, count: int) -> int:

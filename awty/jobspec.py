@@ -406,6 +406,15 @@ def _text(spec: dict[str, Any], name: str) -> str | None:
     return value
 
 
+def filter_text(name: str, value: str | None) -> str | None:
+    """A filter on stored text (``list --entity``). What no job can hold would match nothing;
+    it is refused here rather than failing in the store (SQLite cannot encode a lone
+    surrogate, PostgreSQL takes no NUL)."""
+    if value is not None and not is_storable(value):
+        raise InvalidInput(f"{name}: must be UTF-8 text without NUL")
+    return value
+
+
 def _cwd(value: Any) -> str | None:
     if value is None:
         return None

@@ -105,15 +105,33 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([a-z]+)")
 _N = r"(\d+(?:[.,]\d+)?)"
 _ISO_DURATION = re.compile(rf"p(?:{_N}w)?(?:{_N}d)?(?:t(?:{_N}h)?(?:{_N}m)?(?:{_N}s)?)?")
 _DURATION_HELP = "e.g. 90s, 15m, 2h, 1h30m, 1d, 1w, '2 hours', '1 hour 30 minutes', PT2H, P1DT2H"
+# Far more than any setting or option means, and far less than what overflows a timedelta or
+# a date once added to now (`prune --older-than 99999999999w` was a traceback): refused.
+MAX_DURATION = 1000 * 365 * 86400.0
+
+
+class DurationOutOfRange(ValueError):
+    """A duration that reads as one but is longer than ``MAX_DURATION`` (or not finite)."""
 
 
 def parse_duration(text: str | int | float) -> float:
     """``90s 15m 2h 1d 1h30m 1w``, words (``2 hours``, ``1 hour 30 minutes``), ISO-8601
     (``PT2H``, ``P1DT2H``, ``P1W``) or a bare number of seconds -> seconds. Months and years
-    have no fixed length and are refused."""
-    if isinstance(text, str):
-        return _parse_duration_text(text)
-    return _parse_duration(text)
+    have no fixed length and are refused; more than ``MAX_DURATION`` raises
+    ``DurationOutOfRange`` (a ValueError), so that any date math on the result stays in range."""
+    seconds = _parse_duration_text(text) if isinstance(text, str) else _parse_duration(text)
+    if not seconds <= MAX_DURATION:  # (NaN too)
+        raise DurationOutOfRange(f"not a duration: {_shown(text)} (more than 1000 years)")
+    return seconds
+
+
+def _shown(text: object) -> str:
+    """``text`` for a message: the digits of "9" * 400 are no help to anyone."""
+    try:
+        shown = repr(text)
+    except ValueError:  # an int past Python's digit limit
+        return "a number of seconds"
+    return shown if len(shown) <= 40 else shown[:30] + "…" + shown[-5:]
 
 
 @lru_cache(maxsize=1024)
@@ -125,9 +143,10 @@ def _parse_duration(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise ValueError(f"not a duration: {text!r}")
     if isinstance(text, int | float):
-        if text < 0 or text != text or text == float("inf"):
+        if text < 0 or text != text:
             raise ValueError(f"not a duration: {text!r}")
-        return float(text)
+        # (10**400 is more than a float holds: out of range all the same)
+        return float(text) if text <= MAX_DURATION else float("inf")
     s = "".join(str(text).lower().split())
     if not s:
         raise ValueError("empty duration")

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from .crontab import catchup_minute, default_bin
+from .crontab import catchup_minute, default_bin, one_line
 from .slots import check_resolution
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -42,7 +42,10 @@ def render(home: Path, resolution: int, awty_bin: str | None = None, *,
     ``system_user``: system units whose services run as that user (``User=``); a home at
     ``SYSTEM_HOME`` is then systemd's StateDirectory (created 0700 and owned by the user)."""
     home = Path(home).expanduser().absolute()
-    awty = awty_bin or default_bin()
+    awty = one_line(awty_bin or default_bin(), "systemd")
+    one_line(str(home), "systemd")
+    if system_user is not None:
+        one_line(system_user, "systemd")
     out = {}
     for name in UNITS:
         command = "catchup" if "catchup" in name else "run-slot"

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from .errors import InvalidInput
 from .model import ApiToken
+from .storable import is_storable
 
 SCOPES = ("jobs:read", "jobs:write", "jobs:exec", "admin")
 PREFIX = "awty_"
@@ -57,16 +58,16 @@ def make(name: str, scopes: str | Iterable[str], now: datetime, *,
                            "64, starting with a letter or digit)")
     prefixes = tuple(allow_callbacks)
     for p in prefixes:
-        if not p.startswith(("http://", "https://")):
+        if not p.startswith(("http://", "https://")) or not is_storable(p):
             raise InvalidInput(f"--allow-callbacks: {p!r} is not an http(s) URL prefix")
     env: dict[str, str] = {}
     for item in exec_env:
         k, sep, v = item.partition("=")
-        if not sep or not k or "\0" in item:
+        if not sep or not k or not is_storable(item):
             raise InvalidInput(f"--exec-env: {item!r} is not NAME=VALUE")
         env[k] = v
-    if exec_dir is not None and not exec_dir.startswith("/"):
-        raise InvalidInput(f"--exec-dir: {exec_dir!r} must be an absolute path")
+    if exec_dir is not None and (not exec_dir.startswith("/") or not is_storable(exec_dir)):
+        raise InvalidInput(f"--exec-dir: {exec_dir!r} must be an absolute path (UTF-8 text)")
     return ApiToken(name, parse_scopes(scopes), now, None, prefixes, exec_dir, env)
 
 

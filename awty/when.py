@@ -94,12 +94,14 @@ def parse_when(text: str, now: datetime, local: tzinfo | None = None, *,
 def parse_since(text: str, now: datetime, local: tzinfo | None = None) -> datetime:
     """A start for read commands (``--since``): a duration ago (``1d``, ``2 hours``, ``PT2H``)
     or any time ``parse_when`` reads, in the past reading (``yesterday``, ``monday``, ``9``)."""
-    from .slots import parse_duration
+    from .slots import DurationOutOfRange, parse_duration
 
     s = text.strip()
     if (s[:1].isdigit() and not re.fullmatch(r"[\d.]+", s)) or re.match(r"(?i)p(\d|t)", s):
         try:
             return now - timedelta(seconds=parse_duration(s))
+        except DurationOutOfRange:
+            raise  # a duration all the same: no time reading would say better
         except ValueError:
             pass
     return parse_when(text, now, local, past=True)

@@ -33,6 +33,25 @@ def normalise(args: list[str]) -> list[str]:
     return [*path, *hoisted, *rest[len(path):]]
 
 
+def unpassable(args: list[str]) -> str | None:
+    """A one-line complaint about the first argument no real command line can carry (a NUL
+    byte, or text the file-system encoding cannot give back as bytes, such as a lone
+    "\\ud800"), else None. Only a caller running the app in-process can pass one, and the
+    option it lands in would fail in ``open()`` or the store rather than refuse it."""
+    import os
+
+    for n, a in enumerate(args, 1):
+        try:
+            os.fsencode(a)
+            ok = "\0" not in a
+        except UnicodeEncodeError:
+            ok = False
+        if not ok:
+            shown = repr(a) if len(a) <= 40 else repr(a[:30]) + "…"
+            return f"argument {n} {shown} holds a NUL byte or is not text"
+    return None
+
+
 def _leading_globals(args: list[str]) -> tuple[list[str], int]:
     hoisted: list[str] = []
     i = 0

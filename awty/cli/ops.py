@@ -258,14 +258,16 @@ def crontab(
         check_resolution(res)
     except ValueError as e:
         raise InvalidInput(f"--resolution: {e}") from None
+    store = refuse_unkept_database_url(a, "cron")
+    a.load_cluster()  # the cluster's resolution, on PostgreSQL
+    # built before any note: a path or command cron cannot take is then the only line
+    lines = cron.entries(a.home, res, awty_bin, store=store)
     if res != a.settings.resolution:
         r.err(f"awty: note: this home's resolution is {a.settings.resolution}; set "
               f"resolution = {res} in {a.home / 'awty.toml'} too, then `awty doctor --repair`")
-    store = refuse_unkept_database_url(a, "cron")
-    a.load_cluster()  # the cluster's resolution, on PostgreSQL
     _warn_env_unseen_by_cron(a.home)
     if not install:
-        for line in cron.entries(a.home, res, awty_bin, store=store):
+        for line in lines:
             r.out(line)
         return
     from ..api import ensure_home

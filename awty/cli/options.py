@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 
 from ..errors import InvalidInput
 from . import render as r
-from .argv import normalise
+from .argv import normalise, unpassable
 from .runslot import slot_arg as slot_arg  # the commands' one reading of a slot id
 from .session import command_env as command_env
 from .session import open_awty as open_awty
@@ -30,6 +30,10 @@ class _OneLineGroup(TyperGroup):
         # global options before the command, --version, help CMD (awty.cli.argv); idempotent,
         # so the entry point may have done it already
         args = take_given(normalise(list(sys.argv[1:] if args is None else args)))
+        bad = unpassable(args)
+        if bad is not None:
+            r.err(f"awty: {bad}")
+            sys.exit(2)
         kwargs["standalone_mode"] = False
         try:
             code = super().main(args, *rest, **kwargs)

@@ -81,7 +81,8 @@ def reporting_errors(exit: Callable[[int], NoReturn] = sys.exit) -> Iterator[Non
     try:
         yield
     except AwtyError as e:
-        r.err(f"awty: {e}")
+        # one line, whatever the message quotes (a file name may hold a newline)
+        r.err("awty: " + str(e).replace("\r", "\\r").replace("\n", "\\n"))
         exit(e.exit_code)
     except KeyboardInterrupt:
         r.err("awty: interrupted")
