@@ -1,13 +1,13 @@
 """The ``http`` executor: one signed JSON POST per check, built for throughput.
 
-A bare ``asyncio.Protocol`` client with responses parsed by httptools (uvicorn's C parser), on
-whatever event loop is running (the runner picks uvloop when it can; this module never installs
+A bare ``asyncio.Protocol`` client with responses parsed by httptools (uvicorn's C parser; the
+connection and the per-host state are in ``http_transport``), on whatever event loop is running (the runner picks uvloop when it can; this module never installs
 a loop policy). Keep-alive pools per (scheme, host, port), at most ``per_host_concurrency``
 connections per host; a host name is resolved once per executor and every address it resolves
 to is checked by ``netguard.address_refusal`` before the connection is made to that address, so
 there is no DNS-rebinding window. Redirects are never followed.
 
-Answers (SPEC 4): 2xx -> DONE, or RECHECK when the JSON body has ``recheck_at``/``recheck_in``
+Answers (SPEC 4; read into a Result by ``http_answers``): 2xx -> DONE, or RECHECK when the JSON body has ``recheck_at``/``recheck_in``
 or the status is 202 with ``Retry-After``; 410 -> GONE; 408/425/429/5xx, timeouts and
 connection errors -> RETRY (honouring ``Retry-After``); 3xx and other 4xx -> FAIL.
 Circuit breakers per host and per endpoint (``breaker``) defer the remaining jobs of a host or
@@ -22,17 +22,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections import deque
 import socket
 import ssl
 import time
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
-
-import httptools
 
 from .. import netguard, signing, wire
 from .._version import __version__
@@ -41,16 +37,12 @@ from ..config import Settings
 from ..errors import InvalidInput
 from ..model import Answer, Attempt, Job, Result
 from ..slots import iso
-from ..storable import text_of
-from .base import Answered, recheck_from_text, truncate
+from .base import Answered
 from .breaker import HOST_WIDE, Breaker
+from .http_answers import result_of
+from .http_transport import _BadResponse, _Closed, _Conn, _oserror_text, _Pool, _Target, _Try
 from .proxy import Proxies, Proxy, ProxyError, open_tunnel
 
-OUTPUT_CHARS = 500  # Result.output keeps this much of the response body
-# httptools keeps a header's value whole until it ends: bound the header block (and a stream of
-# interim 1xx responses), or a receiver sending one endless header grows memory without limit.
-MAX_HEAD_BYTES = 256 * 1024
-RETRYABLE_STATUS = frozenset({408, 425, 429})
 _VISIBLE = re.compile(r"[!-~]+")
 
 _monotonic = time.monotonic
@@ -76,261 +68,8 @@ def _occurrence(job: Job) -> str:
     return f',"schedule":{_json_str(job.schedule)},"occurrence":{at}'
 
 
-# --- the wire ------------------------------------------------------------------------------
-class _Closed(Exception):
-    """The connection ended before a response's headers arrived."""
-
-    def __init__(self, got_bytes: bool, exc: BaseException | None):
-        self.got_bytes = got_bytes
-        self.exc = exc
-        super().__init__(_describe_lost(got_bytes, exc))
-
-
-class _BadResponse(Exception):
-    pass
-
-
-def _describe_lost(got_bytes: bool, exc: BaseException | None) -> str:
-    if isinstance(exc, ConnectionResetError):
-        return "connection reset by peer"
-    if exc is not None:
-        return f"connection lost ({_oserror_text(exc)})"
-    if got_bytes:
-        return "connection closed in the middle of the response headers"
-    return "connection closed before a response"
-
-
-class _Conn(asyncio.Protocol):
-    """One HTTP/1.1 client connection: one request at a time, its response parsed by httptools.
-    ``send`` writes a request; the answer (or why there is none) comes back through
-    ``on_answer(conn, error)`` exactly once, from a callback of the loop: no future and no
-    task per request."""
-
-    __slots__ = ("transport", "parser", "pending", "closed", "got_bytes", "headers_done",
-                 "status", "retry_after", "chunks", "size", "cap", "truncated", "keep_alive",
-                 "head_size", "on_lost", "on_answer", "pool", "current")
-
-    def __init__(self, cap: int, on_lost: Callable[[_Conn], None],
-                 on_answer: Callable[[_Conn, BaseException | None], None]):
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.pending = False  # a request was written and its answer is awaited
-        self.closed = False
-        self.cap = cap
-        self.on_lost = on_lost
-        self.on_answer = on_answer
-        self.pool: _Pool | None = None
-        self.current: _Try | None = None  # the attempt whose request is on this connection
-        self._reset()
-
-    def _reset(self) -> None:
-        self.got_bytes = False
-        self.head_size = 0
-        self.headers_done = False
-        self.status = 0
-        self.retry_after: bytes | None = None
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.truncated = False
-        self.keep_alive = False
-
-    def _answer(self, error: BaseException | None) -> None:
-        if self.pending:
-            self.pending = False
-            self.on_answer(self, error)
-
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        if not self.pending:
-            # Bytes nobody asked for (or the tail of a response we stopped reading): this
-            # connection's framing can no longer be trusted.
-            self.closed = True
-            self.transport.abort()  # type: ignore[union-attr]
-            return
-        self.got_bytes = True
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(_BadResponse("unexpected protocol upgrade"))
-        except httptools.HttpParserError as e:
-            self._fail(_BadResponse(f"malformed HTTP response ({e})"))
-        if not self.headers_done and self.pending:
-            self.head_size += len(data)
-            if self.head_size > MAX_HEAD_BYTES:
-                self._fail(_BadResponse(f"response headers over {MAX_HEAD_BYTES} bytes"))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.on_lost(self)
-        if self.pending:
-            if self.headers_done:  # a body delimited by the connection's end, or cut short
-                self.keep_alive = False
-                self._answer(None)
-            else:
-                self._answer(_Closed(self.got_bytes, exc))
-
-    # httptools callbacks
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) == 11 and name.lower() == b"retry-after":
-            self.retry_after = value
-
-    def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
-        self.headers_done = True
-
-    def on_body(self, body: bytes) -> None:
-        if self.truncated:
-            return
-        room = self.cap - self.size
-        if len(body) > room:
-            if room > 0:
-                self.chunks.append(body[:room])
-            self.size = self.cap
-            self.truncated = True
-            self.keep_alive = False
-            self._answer(None)
-            return
-        self.chunks.append(body)
-        self.size += len(body)
-
-    def on_message_complete(self) -> None:
-        status = self.status
-        if 100 <= status < 200 and status != 101:  # an interim response: the real one follows
-            self.headers_done = False
-            self.status = 0
-            self.retry_after = None
-            return
-        if self.truncated:
-            return
-        self.keep_alive = self.parser.should_keep_alive()
-        self._answer(None)
-
-    # client side
-    def _fail(self, exc: BaseException) -> None:
-        self.closed = True
-        self.transport.abort()  # type: ignore[union-attr]
-        self._answer(exc)
-
-    def expect(self) -> None:
-        """A request is about to be written: its answer is what comes next."""
-        self._reset()
-        self.pending = True
-
-    def expire(self) -> None:
-        """The attempt's deadline passed while its answer was awaited."""
-        if self.pending:
-            self._fail(TimeoutError())
-
-    def body(self) -> bytes:
-        c = self.chunks
-        return c[0] if len(c) == 1 else b"".join(c)
-
-    def abort(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-
-
-# --- per host and per target state -----------------------------------------------------------
-class _Pool:
-    """One host's connections, its turns (at most ``limit`` attempts at once) and its state.
-    An attempt without a turn waits in ``backlog``; a finished attempt hands its turn straight
-    to the next one there, whose request goes out in the same callback."""
-
-    __slots__ = ("key", "host", "port", "tls", "sni", "idle", "limit", "active", "backlog",
-                 "breaker", "addrs", "refusal", "dns_error", "resolving", "proxy", "pinned")
-
-    def __init__(self, key: tuple[str, str, int], host: str, sni: str, limit: int,
-                 proxy: Proxy | None = None):
-        self.key = key
-        self.host = host  # for messages: the host as the URL names it
-        self.port = key[2]
-        self.tls = key[0] == "https"
-        self.sni = sni
-        self.idle: list[_Conn] = []
-        self.limit = limit
-        self.active = 0  # attempts holding a turn (connecting, or awaiting an answer)
-        self.backlog: deque[_Try] = deque()
-        self.breaker = Breaker()
-        self.proxy = proxy
-        self.addrs: list[tuple[int, tuple[Any, ...]]] | None = None
-        self.refusal: str | None = None
-        self.dns_error: str | None = None
-        self.resolving: asyncio.Task[None] | None = None
-        # Through a proxy, the checked address the proxy is asked for (``ip:port``): never the
-        # name, which the proxy would resolve by itself (see ``_pin``)
-        self.pinned: str | None = None
-
-
-class _Try:
-    """One attempt of one job, from ``submit`` to its answer."""
-
-    __slots__ = ("job", "attempt", "t", "done", "t0", "deadline", "data", "timer", "reused")
-
-    def __init__(self, job: Job, attempt: Attempt, t: _Target, done: Answered):
-        self.job = job
-        self.attempt = attempt
-        self.t = t
-        self.done = done
-        self.t0 = 0.0  # monotonic, when its turn came (its duration counts from there)
-        self.deadline = 0.0  # the loop's clock
-        self.data = b""
-        self.timer: asyncio.TimerHandle | None = None
-        self.reused = False  # sent on a pooled connection (a stale one is retried once)
-
-
-class _Target:
-    __slots__ = ("error", "retry", "pool", "head", "path", "ep")
-
-    def __init__(self, error: str | None = None, pool: _Pool | None = None, head: str = "",
-                 path: str = "", ep: Breaker | None = None, retry: bool = False):
-        self.error = error
-        self.retry = retry  # the error is the operator's setting (a proxy): fixed, jobs go on
-        self.pool = pool
-        self.head = head  # request line + Host + the fixed headers
-        self.path = path  # the endpoint's path (no query), for its breaker and messages
-        self.ep = ep
-
-
-def _oserror_text(e: BaseException) -> str:
-    if isinstance(e, ssl.SSLCertVerificationError):
-        return f"TLS certificate verification failed: {e.verify_message or e.reason}"
-    if isinstance(e, ssl.SSLError):
-        return f"TLS error: {e.reason or e}"
-    if isinstance(e, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(e, ConnectionResetError):
-        return "connection reset by peer"
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror.lower() if e.strerror[:1].isupper() else e.strerror
-    return str(e) or type(e).__name__
-
-
 def _seconds_text(s: float) -> str:
     return f"{s:g}s"
-
-
-def _parse_retry_after(raw: bytes | None, now: datetime) -> float | None:
-    """Retry-After as delta-seconds or an HTTP-date; None when absent or unreadable."""
-    if raw is None:
-        return None
-    s = raw.decode("latin-1").strip()
-    if s.isascii() and s.isdigit():  # not int(): "²" is a digit, 5000 digits are too many
-        return float(s)  # absurdly large -> inf: beyond any horizon
-    from email.utils import parsedate_to_datetime  # an HTTP-date is rare: not at start-up
-
-    try:
-        at = parsedate_to_datetime(s)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if at is None:
-        return None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return max(0.0, (at - now).total_seconds())
 
 
 def _pin(addrs: list[tuple[int, tuple[Any, ...]]], port: int) -> str:
@@ -646,8 +385,8 @@ class HttpExecutor:
             else:
                 conn.abort()
             self._answered(t, pool)
-            result = self._answer(conn.status, conn.body(), conn.retry_after, conn.truncated,
-                                  _monotonic() - a.t0)
+            result = result_of(conn.status, conn.body(), conn.retry_after, conn.truncated,
+                               _monotonic() - a.t0, self._clock, self._cap)
         else:
             conn.abort()
             if isinstance(error, _Closed) and a.reused and not error.got_bytes:
@@ -825,49 +564,3 @@ class HttpExecutor:
         pool.addrs = addrs
         if pool.proxy is not None:
             pool.pinned = _pin(addrs, pool.port)
-
-    # -- the answer -------------------------------------------------------------------------
-    def _answer(self, status: int, body: bytes, retry_after_raw: bytes | None, truncated: bool,
-                duration: float) -> Result:
-        output = truncate(text_of(body), OUTPUT_CHARS) if body else None
-        if 200 <= status < 300:
-            if b"recheck_" in body:
-                now = self._clock.now()
-                try:
-                    at = recheck_from_text(body, now)
-                except (ValueError, TypeError, OverflowError, OSError) as e:
-                    return Result(Answer.FAIL, status=status, output=output, duration=duration,
-                                  error=f"http {status} with a malformed recheck value ({e})")
-                if at is not None:
-                    return Result(Answer.RECHECK, recheck_at=at, status=status, output=output,
-                                  duration=duration)
-            if status == 202 and retry_after_raw is not None:
-                now = self._clock.now()
-                secs = _parse_retry_after(retry_after_raw, now)
-                try:
-                    if secs is None:
-                        raise ValueError
-                    at = now + timedelta(seconds=secs)
-                except (ValueError, OverflowError):
-                    shown = retry_after_raw[:60].decode("latin-1")
-                    return Result(Answer.FAIL, status=status, output=output, duration=duration,
-                                  error=f"http 202 with a malformed Retry-After {shown!r}")
-                return Result(Answer.RECHECK, recheck_at=at, retry_after=secs, status=status,
-                              output=output, duration=duration)
-            return Result(Answer.DONE, status=status, output=output, duration=duration)
-        if status == 410:
-            return Result(Answer.GONE, status=status, output=output, duration=duration)
-        if status in RETRYABLE_STATUS or 500 <= status < 600:
-            secs = None
-            if retry_after_raw is not None:
-                secs = _parse_retry_after(retry_after_raw, self._clock.now())
-            error = f"http {status}"
-            if truncated:
-                error += f" (response over {self._cap} bytes, cut)"
-            return Result(Answer.RETRY, retry_after=secs, status=status, output=output,
-                          duration=duration, error=error)
-        if 300 <= status < 400:
-            error = f"http {status} (redirects are not followed)"
-        else:
-            error = f"http {status}"
-        return Result(Answer.FAIL, status=status, output=output, duration=duration, error=error)

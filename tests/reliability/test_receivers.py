@@ -32,7 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from awty.api import Awty
-from awty.executors import http as http_mod
+from awty.executors import http_answers, http_transport
 from awty.slots import iso, slot_for, slot_id
 from conftest import T0, db_rows, tree_files
 from awty.testing.receiver import Receiver, Reply
@@ -74,13 +74,13 @@ def receivers(*names):
 # --- 1. one slot, every kind of bad receiver, plus normal ones ------------------------------------
 def test_a_slot_of_misbehaving_receivers_finishes_in_bounded_time(home, clock, monkeypatch):
     read = collections.Counter()
-    data_received = http_mod._Conn.data_received
+    data_received = http_transport._Conn.data_received
 
     def counting(self, data):
         read[id(self)] += len(data)
         return data_received(self, data)
 
-    monkeypatch.setattr(http_mod._Conn, "data_received", counting)
+    monkeypatch.setattr(http_transport._Conn, "data_received", counting)
     names = ("ok", "hang", "trickle", "close", "giant", "redirect", "elsewhere", "busy", "short")
     with receivers(*names) as rx:
         rx["hang"].script("/h", hang=True)
@@ -308,5 +308,5 @@ def test_hostile_answers_never_break_the_runner(home, clock):
        | st.from_regex(r"\A[ 0-9]{0,6000}\Z").map(str.encode))
 def test_retry_after_parsing_fuzzed(raw):
     now = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
-    secs = http_mod._parse_retry_after(raw, now)
+    secs = http_answers._parse_retry_after(raw, now)
     assert secs is None or (isinstance(secs, float) and secs >= 0)
