@@ -51,4 +51,4 @@ def test_a_one_shot_store_serves_a_call_made_while_it_streams(backend, home):
         assert [s[0] for s in seen] == [s[1] for s in seen] and sorted(s[0] for s in seen) \
             == sorted(ids)
         out = a.add("https://example.com/after", in_="1h")
-        assert a.get(out.job.id).target == "https://example.com/after"
+        assert a.get(out.job.id).job.target == "https://example.com/after"
