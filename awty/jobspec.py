@@ -11,8 +11,8 @@ from functools import lru_cache
 
 from .config import Settings
 from .errors import InvalidInput
-from .ids import is_id
-from .model import Job, Kind, Status, new_id
+from .ids import is_id, new_id
+from .model import Job, Kind, Status
 from .slots import ceil_second, parse_duration, slot_for
 from .storable import is_storable
 from .when import parse_when

@@ -3,9 +3,7 @@ speak in these. Each record's ``__new__`` takes its fields in the order of ``__s
 
 from __future__ import annotations
 
-import _thread
 import json
-import os
 from enum import StrEnum
 
 from .record import Record, _draft, _seal
@@ -657,70 +655,6 @@ class RunSummary(SlotSummary):
 def run_order(job: Job) -> tuple[datetime, str]:
     """The order runs take jobs in: by slot, then by id (ids of one due time in text order)."""
     return job.next_check_at, job.id
-
-
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> 2 characters
-_SHIFTS = range(120, -10, -10)
-
-
-_random = bytearray()  # os.urandom bytes not yet used: one system call per 400 ids, not each
-# The random part last given for a millisecond, per millisecond: ids of one due time that this
-# process makes go up in the order they are made (ULID's monotonic mode, by a random step).
-_last: dict[int, int] = {}
-_lock = _thread.allocate_lock()  # _thread: built in, no import cost on `awty add`
-_STEP_BITS = 32
-_FRESH_BITS = 79  # a fresh random part leaves 2**79 of room above it for steps
-_TOP = (1 << 80) - 1
-
-
-def _forget_after_fork() -> None:
-    # A forked child would otherwise draw the parent's unused random bytes and step on from
-    # its last parts: both would make the same ids. Its lock is new: a thread of the parent
-    # may have held it at the fork.
-    global _lock
-    _lock = _thread.allocate_lock()
-    _random.clear()
-    _last.clear()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-def _take(nbytes: int) -> int:
-    if len(_random) < nbytes:
-        _random[:] = os.urandom(4000)
-    r = int.from_bytes(_random[-nbytes:], "big")
-    del _random[-nbytes:]
-    return r
-
-
-def new_id(at: datetime) -> str:
-    """A ULID: 48 bits of milliseconds then 80 random bits, in Crockford base32 (26
-    characters). Jobs take ``at`` = their first due time, not the time they were added: a
-    slot's ids are then adjacent in every index keyed by id, so a run deletes and records its
-    jobs in a few neighbouring pages, not one page per job scattered across a large home (the
-    WAL checkpoint after a 1,000-job run at 1,000,000 pending went from ~1.6x to ~1.0x an
-    empty home's). Text order is the deterministic firing order within a slot.
-
-    Ids of one millisecond made by one process go up in the order they are made (the random
-    part grows by a random step of up to 32 bits): jobs due at the same moment fire in the
-    order they were added, and a run meets them in the order their entity keys were given.
-    Keys given in order (order numbers, say) then sit in that order in the entity indexes
-    too, and a run deletes and records them in neighbouring index pages, not one page per job
-    (in-process, a 100,000-job slot's store work: 23,000 -> 34,000 jobs/s)."""
-    ms = int(at.timestamp() * 1000)
-    with _lock:  # threads adding at once: without it they drew the same bytes (same ids)
-        prev = _last.get(ms)
-        if prev is None or prev >= _TOP - (1 << _STEP_BITS):
-            r = _take(10) >> (80 - _FRESH_BITS)
-            if len(_last) >= 4096:  # a long-lived process adding at many moments
-                _last.clear()
-        else:
-            r = prev + 1 + _take(4)
-        _last[ms] = r
-    n = (ms << 80) | r
-    return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
 
 
 class ApiToken(Record):

@@ -149,7 +149,7 @@ def run(a: Awty, name: str) -> RunSummary:
     (schedule, occurrence) key never refuses it, at a rule occurrence's very second or twice
     in one second, a receiver deduplicating on the occurrence keeps it, and its claim moves
     the schedule on from nothing (``schedrules.is_due_rearm``)."""
-    from .model import new_id
+    from .ids import new_id
     from .slots import current_slot
 
     s = get(a, name)

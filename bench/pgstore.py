@@ -26,7 +26,8 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from awty.model import Answer, End, Execution, Job, Kind, Outcome, Result, new_id
+from awty.ids import new_id
+from awty.model import Answer, End, Execution, Job, Kind, Outcome, Result
 
 SLOT = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 NOW = SLOT + timedelta(seconds=3)

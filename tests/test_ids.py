@@ -1,11 +1,10 @@
-"""Job ids (``model.new_id``): ULIDs of a job's first due time, whose text order is the firing
+"""Job ids (``ids.new_id``): ULIDs of a job's first due time, whose text order is the firing
 order in a slot; the ids one process makes for one moment go up in the order it makes them."""
 
 from datetime import UTC, datetime, timedelta
 
-from awty import model
-from awty.ids import is_id
-from awty.model import new_id
+from awty import ids
+from awty.ids import is_id, new_id
 
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LOW80 = (1 << 80) - 1
@@ -14,7 +13,7 @@ LOW80 = (1 << 80) - 1
 def _int(job_id: str) -> int:
     n = 0
     for ch in job_id:
-        n = n * 32 + model._CROCKFORD.index(ch)
+        n = n * 32 + ids._CROCKFORD.index(ch)
     return n
 
 
@@ -32,15 +31,15 @@ def test_ids_of_one_moment_go_up_in_the_order_they_are_made():
 def test_the_step_is_random_so_the_next_id_is_not_the_last_plus_one():
     parts = [_int(new_id(T + timedelta(milliseconds=7))) & LOW80 for _ in range(50)]
     steps = [q - p for p, q in zip(parts, parts[1:])]
-    assert all(1 <= s <= 2 ** model._STEP_BITS for s in steps)
+    assert all(1 <= s <= 2 ** ids._STEP_BITS for s in steps)
     assert len(set(steps)) > 45
 
 
 def test_a_random_part_near_the_top_starts_afresh():
     at = T + timedelta(milliseconds=9)
-    model._last[int(at.timestamp() * 1000)] = LOW80 - 3
+    ids._last[int(at.timestamp() * 1000)] = LOW80 - 3
     part = _int(new_id(at)) & LOW80
-    assert part < 1 << model._FRESH_BITS
+    assert part < 1 << ids._FRESH_BITS
 
 
 def test_a_forked_child_makes_ids_of_its_own():

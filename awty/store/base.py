@@ -11,7 +11,7 @@ Jobs and history
   ``job_history`` row in the same transaction (nothing is lost between the two).
 - Every method is one transaction: it happens whole or not at all.
 - Times are aware UTC datetimes; slots are slot-boundary datetimes. Order is always
-  ``(next_check_at, id)``; ids are ULIDs of the first due time (``model.new_id``).
+  ``(next_check_at, id)``; ids are ULIDs of the first due time (``ids.new_id``).
 
 Owners, leases and the life of a claim
 - A runner is an *owner* (``"host:pid:nonce"``). It holds ``owner_session(owner)`` open for

@@ -18,7 +18,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..model import Job, Schedule, Status, new_id
+from ..ids import new_id
+from ..model import Job, Schedule, Status
 from ..record import Record, _draft, _seal
 from ..slots import slot_for
 

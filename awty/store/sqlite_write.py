@@ -32,9 +32,8 @@ def add_jobs(c: sqlite3.Connection, jobs: Sequence[Job],
     # A batch's rows go in in the order runs take them (``admit`` sorts them): a slot's rows
     # then sit together in the table, in the order a run claims and deletes them. A batch
     # interleaves due times, and ids given or made elsewhere follow no order: in the order
-    # given, a 1,000-job claim of a 100,000-job slot dirtied ~1,000 table pages (3.5 KB of WAL
-    # a job) where ~50 hold its rows (in-process, claim 17.6 -> 9.7 µs a job, finish 39 -> 25
-    # µs; measured before ``model.new_id`` made one process's ids of one moment in order).
+    # given, a claim of a big slot dirtied one table page per job where a few hold its rows
+    # (figures: BENCHMARKS.md, "Performance history").
     _insert_jobs(c, [job_to_row(j, f) for j, f in rows])
     return out
 

@@ -116,7 +116,7 @@ def run(b: Bench) -> None:
         f"a CLI process adds the same start-up to both homes, which would flatten the ratio."
         + (f" Pending after the runs: {fmt_n(left)}." if left is not None else "")
         + " A run's jobs are added on the same fixed clock as the pending ones; their ids "
-        "(ULIDs of their first due time, `model.new_id`) sit together in the id index, as a "
+        "(ULIDs of their first due time, `ids.new_id`) sit together in the id index, as a "
         "real slot's do whenever its jobs were added (with ids of the time of adding they fell "
         "on ~950 random leaf pages, which the checkpoint in `close()` wrote back: 1.57× here)."
         + " Then `cancel_entity('order', K)` is timed on the full home for 5 keys each held by "

@@ -96,7 +96,7 @@ def test_everything_at_once_with_drop_ins(tmp_path):
     started = time.monotonic()
     with Receiver(delay=0.002, keep=False) as rx:
         ids, slot = _fill(home, rx.url("/all"), n)
-        from awty.jobspec import new_id
+        from awty.ids import new_id
 
         named = [new_id(T0) for _ in range(drops // 2)]
         sdir = home / "slots" / slot_id(slot)
@@ -134,7 +134,7 @@ def test_two_reconcilers_never_import_a_drop_in_twice(tmp_path):
     with Receiver(keep=False) as rx:
         ids, slot = _fill(home, rx.url("/r"), 10)
         sdir = home / "slots" / slot_id(slot)
-        from awty.jobspec import new_id
+        from awty.ids import new_id
 
         for i in range(6):
             name = f"{new_id(T0)}.json" if i % 2 else f"partner-{i}.json"

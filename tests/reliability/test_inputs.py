@@ -39,7 +39,7 @@ from awty import config as config_mod
 from awty.api import Awty
 from awty.cli import app
 from awty.errors import InvalidInput
-from awty.model import new_id
+from awty.ids import new_id
 from awty.slotdir import envelope_bytes
 from awty.slots import iso, slot_id
 from conftest import T0, db_rows, tree_files

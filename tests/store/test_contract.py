@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from awty.errors import Conflict, JobNotFound, SessionLost, StoreError
-from awty.ids import shard_of
+from awty.ids import new_id, shard_of
 from awty.model import (
-    Added, Answer, End, Execution, Job, Kind, Outcome, Reslot, Result, Status, new_id,
+    Added, Answer, End, Execution, Job, Kind, Outcome, Reslot, Result, Status,
 )
 from awty.slots import iso
 
