@@ -1,15 +1,17 @@
 """The ``http`` executor: one signed JSON POST per check, built for throughput.
 
 A bare ``asyncio.Protocol`` client with responses parsed by httptools (uvicorn's C parser; the
-connection and the per-host state are in ``http_transport``), on whatever event loop is running (the runner picks uvloop when it can; this module never installs
-a loop policy). Keep-alive pools per (scheme, host, port), at most ``per_host_concurrency``
-connections per host; a host name is resolved once per executor and every address it resolves
-to is checked by ``netguard.address_refusal`` before the connection is made to that address, so
-there is no DNS-rebinding window. Redirects are never followed.
+connection and the per-host state are in ``http_transport``), on whatever event loop is running
+(the runner picks uvloop when it can; this module never installs a loop policy). Keep-alive
+pools per (scheme, host, port), at most ``per_host_concurrency`` connections per host; a host
+name is resolved once per executor and every address it resolves to is checked by
+``netguard.address_refusal`` before the connection is made to that address, so there is no
+DNS-rebinding window. Redirects are never followed.
 
-Answers (SPEC 4; read into a Result by ``http_answers``): 2xx -> DONE, or RECHECK when the JSON body has ``recheck_at``/``recheck_in``
-or the status is 202 with ``Retry-After``; 410 -> GONE; 408/425/429/5xx, timeouts and
-connection errors -> RETRY (honouring ``Retry-After``); 3xx and other 4xx -> FAIL.
+Answers (SPEC 4; read into a Result by ``http_answers``): 2xx -> DONE, or RECHECK when the JSON
+body has ``recheck_at``/``recheck_in`` or the status is 202 with ``Retry-After``; 410 -> GONE;
+408/425/429/5xx, timeouts and connection errors -> RETRY (honouring ``Retry-After``); 3xx and
+other 4xx -> FAIL.
 Circuit breakers per host and per endpoint (``breaker``) defer the remaining jobs of a host or
 an endpoint that keeps failing. HTTP(S) proxies come from the environment as curl reads them
 (``proxy``); the target's name is resolved and checked here all the same, and the proxy is
@@ -317,7 +319,7 @@ class HttpExecutor:
     def _begin(self, pool: _Pool, a: _Try) -> Result | None:
         """``a`` has a turn of ``pool``: send its request (or start opening a connection for
         it). A Result when it ends at once, without using its turn."""
-        t = a.t
+        t = a.target
         if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
             return self._deferred(pool, t)  # opened while it waited its turn
         a.t0 = _monotonic()
@@ -378,7 +380,7 @@ class HttpExecutor:
                      pool: _Pool) -> None:
         if a.timer is not None:
             a.timer.cancel()
-        t = a.t
+        t = a.target
         if error is None:
             if conn.keep_alive and not conn.closed and not conn.truncated and not self._closed:
                 pool.idle.append(conn)
@@ -438,7 +440,7 @@ class HttpExecutor:
             async with asyncio.timeout_at(a.deadline):
                 got = await self._connect(pool, loop, a.t0)
         except TimeoutError:
-            self._failed(a.t, pool)
+            self._failed(a.target, pool)
             got = Result(Answer.RETRY, error=self._error_text(TimeoutError(), a),
                          duration=_monotonic() - a.t0)
         except asyncio.CancelledError:  # the executor is closing

@@ -216,12 +216,12 @@ class _Pool:
 class _Try:
     """One attempt of one job, from ``submit`` to its answer."""
 
-    __slots__ = ("job", "attempt", "t", "done", "t0", "deadline", "data", "timer", "reused")
+    __slots__ = ("job", "attempt", "target", "done", "t0", "deadline", "data", "timer", "reused")
 
     def __init__(self, job: Job, attempt: Attempt, t: _Target, done: Answered):
         self.job = job
         self.attempt = attempt
-        self.t = t
+        self.target = t
         self.done = done
         self.t0 = 0.0  # monotonic, when its turn came (its duration counts from there)
         self.deadline = 0.0  # the loop's clock

@@ -50,18 +50,18 @@ class Executing:
     ``slotrun.Execute``). What is the same for every job of the run is worked out once, here:
     this runs once per callback, in callbacks of the loop (no task per job)."""
 
-    __slots__ = ("s", "clock", "slot", "sid", "opts", "skip", "executors", "new_executor",
+    __slots__ = ("settings", "clock", "slot", "sid", "opts", "skip", "executors", "new_executor",
                  "loop", "host", "pid")
 
     def __init__(self, settings: Settings, clock: Clock, slot: datetime | None,
                  opts: RunOptions, executors: dict[Kind, Any],
                  new_executor: Callable[[Kind], Executor]):
-        self.s = settings
+        self.settings = settings
         self.clock = clock
         self.slot = slot  # None: each job's own slot (``awty run ID``)
         self.sid = slot_id(slot) if slot is not None else None
         self.opts = opts
-        self.skip = (opts.misfire or self.s.misfire) == MisfirePolicy.SKIP
+        self.skip = (opts.misfire or self.settings.misfire) == MisfirePolicy.SKIP
         # the run's executors, one a kind, made by ``new_executor`` at the first job of its kind
         # (a catch-up's slots share them)
         self.executors = executors
@@ -75,7 +75,7 @@ class Executing:
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
         try:
-            s = self.s
+            s = self.settings
             now = self.clock.now()
             lateness = (now - job.next_check_at).total_seconds()
             if self.skip and misfired(job, now, s, self.opts.misfire_grace, self.opts.misfire):
@@ -94,12 +94,12 @@ class Executing:
 class _Attempts:
     """One job's attempts in one run (the first, and quick retries)."""
 
-    __slots__ = ("x", "job", "first", "events", "done", "executor", "lateness", "sid",
+    __slots__ = ("executing", "job", "first", "events", "done", "executor", "lateness", "sid",
                  "timeout", "started", "attempt")
 
     def __init__(self, x: Executing, job: Job, events: list[Execution], done: Done,
                  executor: Any, lateness: float, sid: str, timeout: float):
-        self.x = x
+        self.executing = x
         self.job = self.first = job
         self.events = events
         self.done = done
@@ -117,7 +117,7 @@ class _Attempts:
 
     def again(self) -> None:
         try:
-            self.go(self.x.clock.now())
+            self.go(self.executing.clock.now())
         except BaseException as e:
             self.done(self.first, e)
 
@@ -126,7 +126,7 @@ class _Attempts:
             self.done(self.first, result)
             return
         try:
-            job, x = self.job, self.x
+            job, x = self.job, self.executing
             if not result.deferred:
                 attempt, started = self.attempt, self.started
                 self.events.append(Execution(
@@ -135,13 +135,13 @@ class _Attempts:
                     round((started - job.next_check_at).total_seconds() * 1000, 3),
                     (result.error or None) and result.error[:500], x.host, x.pid))
             if result.answer is Answer.RETRY:
-                delay = quick_retry_delay(job, result, x.s)
+                delay = quick_retry_delay(job, result, x.settings)
                 if delay is not None:
                     self.job = job.replace(attempt=job.attempt + 1)
                     assert x.loop is not None
                     x.loop.call_later(delay, self.again)
                     return
-            decision = decide(job, result, x.clock.now(), x.s, self.lateness)
+            decision = decide(job, result, x.clock.now(), x.settings, self.lateness)
         except BaseException as e:  # a bug: the run stops, the job is left to its lease
             self.done(self.first, e)
             return

@@ -25,7 +25,7 @@ class IdsRun(SlotRun):
         self.ids = list(dict.fromkeys(ids))
         self.claimed_slots: dict[str, datetime] = {}  # id -> the slot its envelope was in
         # One claim holds every named job: its lease must cover them all, not one batch.
-        self.lease = lease_seconds(self.s.replace(batch_size=max(self.s.batch_size,
+        self.lease = lease_seconds(self.settings.replace(batch_size=max(self.settings.batch_size,
                                                                   len(self.ids))))
 
     async def _claim(self) -> list[Job]:

@@ -63,7 +63,7 @@ class Runner:
         # None: no slot tree (PostgreSQL, shared by hosts): no drop-ins to reconcile, no files
         # to keep in step. The only thing the runner knows of which store it has.
         self.tree = tree
-        self.s = settings
+        self.settings = settings
         self.clock = clock
         self._load_secret = secret
         self._secret: tuple[bytes, ...] = ()
@@ -100,7 +100,8 @@ class Runner:
         """Hosts sharing a PostgreSQL store say, once per runner, which kinds they claim and
         that they run (doctor finds the jobs no live runner may claim)."""
         if self.tree is None and not self._noted:
-            self.store.note_runner(socket.gethostname(), os.getpid(), self.s.runner_kinds, now)
+            kinds = self.settings.runner_kinds
+            self.store.note_runner(socket.gethostname(), os.getpid(), kinds, now)
             self._noted = True
 
     def secret(self) -> tuple[bytes, ...]:
@@ -113,7 +114,7 @@ class Runner:
     def catchup(self, *, until: datetime | None = None, opts: RunOptions | None = None,
                 on_slot: Callable[[datetime, int], None] | None = None) -> CatchupSummary:
         """Every past slot holding work, oldest first, then the current slot."""
-        current = current_slot(self.clock.now(), self.s.resolution)
+        current = current_slot(self.clock.now(), self.settings.resolution)
         limit = min(until, current) if until is not None else current
         return self._run_slots(self._work_until(limit), opts or RunOptions(), on_slot)
 
@@ -123,8 +124,8 @@ class Runner:
         runs them. Bounded: slots up to ``batch_size`` jobs in all (the oldest one whole,
         whatever its size); the rest is the next run's, or the hourly catch-up's. Run after
         ``slot``, never before: the slot due now waits for no late work."""
-        picked = late_work(self._work_until(slot - timedelta(minutes=self.s.resolution)),
-                           self.s.batch_size)
+        picked = late_work(self._work_until(slot - timedelta(minutes=self.settings.resolution)),
+                           self.settings.batch_size)
         if not picked:  # nearly every run: one indexed look, nothing late
             return []
         return self._run_slots(picked, opts or RunOptions(), None).slots
@@ -157,14 +158,14 @@ class Runner:
             out.seconds = monotonic() - started
             return out
         # One event loop, one store process, one set of executors for all the slots (``CatchUp``)
-        mode = self.s.store_process
-        if mode == "auto" and sum(counts.values()) >= self.s.batch_size:
+        mode = self.settings.store_process
+        if mode == "auto" and sum(counts.values()) >= self.settings.batch_size:
             mode = "on"
         self.secret()  # an unreadable secret stops the catch-up before anything is claimed
         self._note_runner(now)
         try:
             with _loop_runner() as loop:
-                catch_up = CatchUp(self.store, self.s, loop.get_loop(), mode, self._slot)
+                catch_up = CatchUp(self.store, self.settings, loop.get_loop(), mode, self._slot)
                 try:
                     loop.run(catch_up.run(sorted(counts), opts, out, announce))
                 finally:
@@ -222,12 +223,13 @@ class Runner:
 
         async def drive() -> None:
             run = IdsRun(
-                ids, clock=self.clock, settings=self.s, owner=owner, summary=summary,
+                ids, clock=self.clock, settings=self.settings, owner=owner, summary=summary,
                 # a few named jobs: their own store, no store process
-                store=RunStore(self.store, "off", self.s.batch_size, asyncio.get_running_loop()),
-                slot=current_slot(self.clock.now(), self.s.resolution),
+                store=RunStore(self.store, "off", self.settings.batch_size,
+                               asyncio.get_running_loop()),
+                slot=current_slot(self.clock.now(), self.settings.resolution),
                 # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
-                execute=Executing(self.s, self.clock, None, opts, executors,
+                execute=Executing(self.settings, self.clock, None, opts, executors,
                                   self._new_executor),
                 recorded=lambda applied: self._recorded_ids(applied, summary),
                 on_job=self._on_job(None))
@@ -291,8 +293,8 @@ class Runner:
         for j in jobs:
             if j.id in dropped:  # the claim would end it as skipped, never firing it
                 continue
-            summary.count("misfired" if misfired(j, now, self.s, opts.misfire_grace, opts.misfire)
-                          else "would_fire")
+            late = misfired(j, now, self.settings, opts.misfire_grace, opts.misfire)
+            summary.count("misfired" if late else "would_fire")
         if self.tree is not None:
             summary.imported = len(self.tree.strangers(slot, self.store.slot_ids(slot)))
         return summary
@@ -306,17 +308,17 @@ class Runner:
         tree = self.tree
         if tree is not None and (opts.shard is None or opts.shard[0] == 0):
             def prepare(claimed: set[str]) -> list[str]:
-                return Reconciler(self.store, tree, self.s, self.clock, self._warn).run(
+                return Reconciler(self.store, tree, self.settings, self.clock, self._warn).run(
                     slot, summary, claimed)
         if catch_up is not None:  # a catch-up's slot: the store calls of every slot
             store = catch_up.store
         else:
-            store = RunStore(self.store, self.s.store_process, self.s.batch_size,
+            store = RunStore(self.store, self.settings.store_process, self.settings.batch_size,
                              asyncio.get_running_loop())
         run = SlotRun(
-            store=store, clock=self.clock, settings=self.s, slot=slot, shard=opts.shard,
+            store=store, clock=self.clock, settings=self.settings, slot=slot, shard=opts.shard,
             owner=owner, summary=summary,
-            execute=Executing(self.s, self.clock, slot, opts, executors, self._new_executor),
+            execute=Executing(self.settings, self.clock, slot, opts, executors, self._new_executor),
             recorded=lambda applied: self._apply_files(applied, summary, done),
             on_job=self._on_job(summary.slot), prepare=prepare, warm=warm_http, gates=opened,
             signals=opened is None, backlog=catch_up.backlog if catch_up is not None else None)
@@ -340,7 +342,7 @@ class Runner:
         return lambda job_id: self.on_event("job", {"id": job_id, "slot": sid})
 
     def _new_executor(self, kind: Kind) -> Executor:
-        return executor_for(kind, self.s, self.clock, self.secret())
+        return executor_for(kind, self.settings, self.clock, self.secret())
 
     def _apply_files(self, applied: list[Decision], summary: SlotSummary,
                      done: list[str]) -> None:

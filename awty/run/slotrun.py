@@ -77,20 +77,20 @@ class Backlog:
     the bound of a lone run: a store slower than the wire never lets more than two batches of
     results wait, each one a callback a SIGKILL would send again."""
 
-    __slots__ = ("n", "cap", "runs")
+    __slots__ = ("unwritten", "cap", "runs")
 
     def __init__(self, batch_size: int):
-        self.n = 0
+        self.unwritten = 0
         self.cap = 2 * max(1, batch_size)
         self.runs: list[SlotRun] = []  # what a write's end may let send again
 
     def room(self) -> bool:
-        return self.n < self.cap
+        return self.unwritten < self.cap
 
     def written(self, n: int, by: SlotRun) -> None:
         """``n`` of ``by``'s results are written (or will never be): the other runs may have
         paused at the cap on them."""
-        self.n -= n
+        self.unwritten -= n
         for run in self.runs:
             if run is not by:
                 run._pump()
@@ -125,7 +125,7 @@ class SlotRun:
                  signals: bool = True, backlog: Backlog | None = None):
         self.store = store
         self.clock = clock
-        self.s = settings
+        self.settings = settings
         self.slot = slot
         self.shard = shard
         self.owner = owner
@@ -227,7 +227,7 @@ class SlotRun:
             self.io, "claim", self.slot, now=now, owner=self.owner,
             lease_until=now + timedelta(seconds=self.lease), limit=self.claim_limit,
             shard=self.shard, kinds=self.kinds)
-        self.claim_limit = self.s.batch_size
+        self.claim_limit = self.settings.batch_size
         if self.prepare is not None:
             self.claimed.update([j.id for j in jobs])
         return jobs
@@ -496,12 +496,12 @@ class SlotRun:
                 self._release_hold()
             self.decisions.append(outcome)
             self.unrecorded += 1
-            self.backlog.n += 1
+            self.backlog.unwritten += 1
             if self.preparing is None:
                 self._kick_prepare()
             if self.on_job is not None:
                 self.on_job(job.id)
-            if len(self.decisions) >= self.s.batch_size or self._tail():
+            if len(self.decisions) >= self.settings.batch_size or self._tail():
                 self.flush()
         except BaseException as e:  # the runner is broken: send nothing more, stop
             self._fail(e)

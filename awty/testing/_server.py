@@ -270,24 +270,24 @@ def serve_constant(port: int, *, status: int = 204, reuse_port: bool = False,
     closing = (line + length + "Connection: close\r\n\r\n").encode()
 
     class Constant(asyncio.Protocol):
-        __slots__ = ("t", "p")
+        __slots__ = ("transport", "parser")
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            self.t = transport
-            self.p = httptools.HttpRequestParser(self)
+            self.transport = transport
+            self.parser = httptools.HttpRequestParser(self)
 
         def data_received(self, data: bytes) -> None:
             try:
-                self.p.feed_data(data)
+                self.parser.feed_data(data)
             except httptools.HttpParserError:
-                self.t.close()
+                self.transport.close()
 
         def on_message_complete(self) -> None:
-            if self.p.should_keep_alive():
-                self.t.write(answer)
+            if self.parser.should_keep_alive():
+                self.transport.write(answer)
             else:
-                self.t.write(closing)
-                self.t.close()
+                self.transport.write(closing)
+                self.transport.close()
 
     loop = _new_loop()
     asyncio.set_event_loop(loop)
