@@ -311,13 +311,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m awty.testing.rece
     with Receiver(a.port, on_reply=None if a.quiet else show, lifetime=lifetime) as rx:
         for path, replies in answers.items():
             rx.script(path, *replies)
-        if a.port_file:
-            _write_port(a.port_file, rx.port)
-        else:
-            until = "until Ctrl-C" if lifetime is None else \
-                f"stops by itself after {lifetime:g}s (--lifetime)"
-            print(f"listening on {rx.url()}: {until}", file=sys.stderr, flush=True)
+        # Ctrl-C may come as soon as "listening" is out: the line is written inside the try
         try:
+            if a.port_file:
+                _write_port(a.port_file, rx.port)
+            else:
+                until = "until Ctrl-C" if lifetime is None else \
+                    f"stops by itself after {lifetime:g}s (--lifetime)"
+                print(f"listening on {rx.url()}: {until}", file=sys.stderr, flush=True)
             while rx.running:
                 time.sleep(0.2)
         except KeyboardInterrupt:

@@ -191,7 +191,8 @@ def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
 
         def batch_file(k: int):
             path = tmp_path / f"batch{k}.jsonl"
-            write_batch(path, ({"target": rx.url(f"/b{k}"), "in": f"{1 + i % 45}m",
+            # over six hours of slots: 24 batch files, so writing them is a window a kill can hit
+            write_batch(path, ({"target": rx.url(f"/b{k}"), "in": f"{1 + i % 360}m",
                                 "payload": {"k": k, "i": i}} for i in range(lines)))
             return path
 
@@ -224,8 +225,8 @@ def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
                 wait_until(lambda: wal_stamp() != wal0 or top() > mark or
                            proc.poll() is not None, 60, 0.0005)
             else:
-                wait_until(lambda: top() > mark or proc.poll() is not None, 60, 0.001)
-                time.sleep(rng.uniform(0, 0.05))
+                wait_until(lambda: top() > mark or proc.poll() is not None, 60, 0.0005)
+                time.sleep(rng.uniform(0, 0.004))  # the files take a few ms since batch files
             _kill(proc)
             proc.communicate(timeout=60)
             if proc.returncode != -signal.SIGKILL:
@@ -270,7 +271,7 @@ def test_add_batch_sigkilled_is_all_or_nothing(tmp_path):
             assert problems == [], problems
             assert len(envelope_ids(home)) == len(accepted)
             assert_doctor_clean(home, T0)
-        later = T0 + timedelta(hours=2)
+        later = T0 + timedelta(hours=7)
         p = run_cli(["catchup", "--json"], cli_env(home, later))
         assert p.returncode == 0, p.stderr
         delivered = rx.counts()
