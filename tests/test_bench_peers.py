@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "scripts" / "bench"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bench targets Linux")
 def test_bench_peers_awty_only(tmp_path):
     out = tmp_path / "BENCH.md"

@@ -419,6 +419,7 @@ def test_sigkilled_runner_then_catchup_delivers_everything_once_in_history(home,
     assert c.store.check().ok
 
 
+@pytest.mark.slow
 def test_catchup_with_nothing_missed_ignores_future_work(home, clock):
     """Catch-up reads past slots through the slot index. With many future jobs pending it
     returns at once (measured, not asserted: see the note printed with -s)."""

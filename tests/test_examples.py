@@ -282,6 +282,7 @@ def receiver_briefly(text: str, world) -> None:
     assert "receiver <- /ready" in stop_receiver(text, proc)
 
 
+@pytest.mark.slow
 def test_every_readme_command_runs(world):
     examples = readme_commands()
     for example in examples:
@@ -295,6 +296,7 @@ def test_every_readme_command_runs(world):
     assert len(cancelled) >= 2
 
 
+@pytest.mark.slow
 def test_every_help_example_runs(world):
     for example in help_commands():
         run_example(example, world)
@@ -331,6 +333,7 @@ def test_readme_times_land_where_the_readme_says(world):
     }
 
 
+@pytest.mark.slow
 def test_readme_signing_block_signs_real_callbacks(world, tmp_path):
     """The block run by a shell as written (a fresh $HOME), then a callback fired with that
     home: the receiver verifies its signature with the secret init wrote, and with the one

@@ -86,6 +86,7 @@ def test_exec_env_allow_setting(tmp_path):
         load(tmp_path, env={"AWTY_EXEC_ENV_ALLOW": "A B"})
 
 
+@pytest.mark.slow
 def test_over_the_cap_the_largest_go_and_are_named():
     env = {"PATH": "/bin:" + "p" * 40_000, "BIG": "x" * 15_000, "HUGE": "y" * 50_000,
            "SMALL": "s"}

@@ -267,6 +267,7 @@ def test_crontab_install_writes_this_awty_and_keeps_stderr_for_cron(fake_crontab
     assert "2>&1" not in fake_crontab.read_text()
 
 
+@pytest.mark.slow
 def test_wheel_ships_license_units_and_crontab_example(tmp_path):
     import zipfile
 

@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 AWTY = Path(__file__).resolve().parent.parent / "awty"
 
 # `python -m awty`: the program's entry point, above the CLI, imported by nothing.
@@ -230,6 +232,7 @@ def test_executors_never_import_the_store_the_slot_tree_or_the_runner():
             assert not bad, f"{name} imports {sorted(bad)}"
 
 
+@pytest.mark.slow
 def test_no_sql_and_no_sqlite3_outside_the_store():
     for name, (path, _) in modules(AWTY).items():
         if name.startswith("awty.store"):

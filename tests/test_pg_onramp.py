@@ -96,6 +96,7 @@ def ok(res: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str
     return res
 
 
+@pytest.mark.slow
 def test_init_keeps_the_url_and_every_command_after_finds_it(tmp_path, pg):
     url, schema = pg
     home = tmp_path / "home"
@@ -148,6 +149,7 @@ def test_init_leaves_a_linked_awty_toml_alone_and_says_what_to_add(tmp_path, pg)
     assert "not a file awty rewrites: add database_url = " in res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["crontab", "systemd"])
 def test_cron_and_systemd_refuse_a_url_they_would_not_see(tmp_path, pg, scheduler):
     url, schema = pg
@@ -165,6 +167,7 @@ def test_cron_and_systemd_refuse_a_url_they_would_not_see(tmp_path, pg, schedule
     assert "run-slot --home" in shown
 
 
+@pytest.mark.slow
 def test_a_home_with_jobs_in_both_stores_is_refused(tmp_path, pg):
     url, schema = pg
     home = tmp_path / "home"
@@ -229,6 +232,7 @@ def test_every_host_slots_by_the_clusters_resolution_and_says_when_its_own_diffe
     assert "resolution = 10 (AWTY_RESOLUTION), max_delay = 1d (AWTY_MAX_DELAY)" in res.stderr
 
 
+@pytest.mark.slow
 def test_config_cluster_changes_every_hosts_settings_and_moves_pending_jobs(tmp_path, pg):
     import json
 
@@ -251,6 +255,7 @@ def test_config_cluster_changes_every_hosts_settings_and_moves_pending_jobs(tmp_
     assert shown["resolution"] == {"value": 20, "from": "cluster"}
 
 
+@pytest.mark.slow
 def test_config_cluster_refuses_what_is_not_a_cluster_setting(tmp_path, pg):
     url, schema = pg
     a, _ = two_hosts(tmp_path, url, schema)
@@ -262,6 +267,7 @@ def test_config_cluster_refuses_what_is_not_a_cluster_setting(tmp_path, pg):
 
 
 # --- 7. moving a home fences the old one -----------------------------------------------------
+@pytest.mark.slow
 def test_a_home_moved_to_postgresql_refuses_runs_and_adds_and_doctor_says_delete(tmp_path, pg):
     url, schema = pg
     home = tmp_path / "home"
@@ -293,6 +299,7 @@ def test_a_home_moved_to_postgresql_refuses_runs_and_adds_and_doctor_says_delete
     assert "already moved: delete them" in drop_ins and "awty add" not in drop_ins
 
 
+@pytest.mark.slow
 def test_a_postgresql_home_moved_away_fences_every_host(tmp_path, pg):
     url, schema = pg
     a, b = two_hosts(tmp_path, url, schema)
@@ -313,6 +320,7 @@ def test_a_postgresql_home_moved_away_fences_every_host(tmp_path, pg):
 RUN_AT = "2026-11-22T10:15:05Z"  # just past the slot the 1-minute adds land in
 
 
+@pytest.mark.slow
 def test_a_runner_claims_only_its_kinds_and_doctor_names_what_none_may_claim(tmp_path, pg,
                                                                               rx):
     import json
@@ -465,6 +473,7 @@ def secure():
     cluster.destroy()
 
 
+@pytest.mark.slow
 def test_libpq_parameters_and_passwords_pass_through_and_never_show(tmp_path, secure):
     import trustme
 
@@ -511,6 +520,7 @@ def test_libpq_parameters_and_passwords_pass_through_and_never_show(tmp_path, se
     assert (home / "awty.toml").stat().st_mode & 0o777 == 0o600  # the URL kept for cron
 
 
+@pytest.mark.slow
 def test_pool_size_and_connect_timeout_are_settings(tmp_path, pg):
     import socket
     import time

@@ -343,6 +343,7 @@ def reference(expr_sets, zone, after, until):
 @settings(max_examples=300, deadline=None)
 @given(cron_rules(), st.sampled_from(CHANGES), st.integers(-36 * 60, 36 * 60),
        st.integers(1, 3 * 24 * 60))
+@pytest.mark.slow
 def test_occurrences_are_the_rule_read_as_at_reads_a_time(rule, change, start, span):
     zone, day = change
     after = datetime(day.year, day.month, day.day, 12, tzinfo=UTC) + timedelta(minutes=start)

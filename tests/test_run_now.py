@@ -7,6 +7,8 @@ import subprocess
 import sys
 from datetime import datetime
 
+import pytest
+
 from conftest import db_rows, tree_files
 from freezegun import freeze_time
 from standardwebhooks.webhooks import Webhook
@@ -115,6 +117,7 @@ def test_errors_change_nothing(home, rx):
     assert (rows, [f for f in tree_files(home) if other["id"] not in f]) == before
 
 
+@pytest.mark.slow
 def test_job_held_by_a_live_runner_is_not_sent_twice(home, rx):
     """A real `awty run-slot` process is delivering the job (the receiver holds its request):
     `awty run` refuses it, naming that runner, and the receiver sees one request only."""

@@ -62,6 +62,7 @@ def schemas(pg_database):
             c.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
+@pytest.mark.slow
 def test_a_newcomer_follows_the_steps_on_two_hosts(tmp_path, pg_database, schemas, rx,
                                                    fake_crontab):
     url = pg_url(pg_database.url)

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 import awty
 from awty import Awty
 from awty.api import AddResult
@@ -25,6 +27,7 @@ def mypy(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_package_type_checks():
     p = mypy()  # files = ["awty"] in pyproject.toml
     assert p.returncode == 0, p.stdout + p.stderr

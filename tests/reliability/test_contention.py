@@ -255,6 +255,7 @@ def test_locked_database_add_fails_cleanly_and_runner_loses_nothing(tmp_path):
           f"{figures['deliveries']} of {n}, duplicates=0 time={time.monotonic() - started:.1f}s")
 
 
+@pytest.mark.slow
 def test_lock_taken_mid_run_loses_nothing(tmp_path):
     """The lock is taken while the runner is sending (its claims and result writes then wait
     past the busy timeout): the runner ends without a traceback, the store stays consistent,

@@ -55,6 +55,7 @@ KEPT = {"HOME": "/home/app", "LANG": "en_US.UTF-8", "LC_ALL": "en_US.UTF-8",
         "GIT_COMMIT": "9fceb02d0ae598e95dc970b74767f19372d61af8"}  # allowed by prefix GIT_*
 
 
+@pytest.mark.slow
 def test_no_credential_is_stored_with_an_exec_job(home, backend, tmp_path):
     shell = {**cli_env(home, T0), **backend.env, **SECRETS, **KEPT,
              "AWTY_EXEC_ENV_ALLOW": "BUILD_TOKEN,GIT_*"}

@@ -522,6 +522,7 @@ deep_bytes = st.integers(1, 40_000).map(lambda n: b"[" * n + b"]" * n) | st.inte
 @examples(600)
 @given(st.binary(max_size=4000) | deep_bytes
        | json_values.map(lambda v: json.dumps(v).encode()))
+@pytest.mark.slow
 def test_envelope_reader_fuzzed(raw):
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "x.json"
@@ -578,6 +579,7 @@ def dropped_files(draw, url: str, model: bytes):
     return name, data
 
 
+@pytest.mark.slow
 def test_dropped_envelopes_fuzzed_through_run_slot(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # (no exec/python kind gets through, but never run in the repo)
     home = tmp_path / "home"

@@ -106,6 +106,7 @@ def _refused(home, backend, tmp_path, docs, *extra, line: int, field: str, says:
     return message
 
 
+@pytest.mark.slow
 @both
 def test_an_id_that_is_a_path_writes_nothing_anywhere(home, backend, tmp_path, export):
     for bad in ("../../../escaped", str(tmp_path / "absolute")):
@@ -117,6 +118,7 @@ def test_an_id_that_is_a_path_writes_nothing_anywhere(home, backend, tmp_path, e
     assert [p for p in tmp_path.rglob("*.json") if "home" not in p.parts] == []
 
 
+@pytest.mark.slow
 @both
 def test_exec_and_python_jobs_only_with_allow_exec(home, backend, tmp_path, export):
     marker = tmp_path / "ran"
@@ -141,6 +143,7 @@ def test_exec_and_python_jobs_only_with_allow_exec(home, backend, tmp_path, expo
     assert marker.exists()  # imported on purpose, it runs
 
 
+@pytest.mark.slow
 @both
 def test_targets_are_held_to_the_callback_rules(home, backend, tmp_path, export):
     metadata = "http://169.254.169.254/latest/meta-data/"
@@ -157,6 +160,7 @@ def test_targets_are_held_to_the_callback_rules(home, backend, tmp_path, export)
     assert _held(home, backend) == (1, 2)
 
 
+@pytest.mark.slow
 @both
 def test_payloads_are_held_to_max_payload_bytes(home, backend, tmp_path, export):
     big = json.dumps({"blob": "x" * 5000})
@@ -168,6 +172,7 @@ def test_payloads_are_held_to_max_payload_bytes(home, backend, tmp_path, export)
              line=PENDING, field="payload")
 
 
+@pytest.mark.slow
 @both
 def test_text_a_run_wrote_is_escaped_a_name_is_refused(home, backend, tmp_path, export):
     _refused(home, backend, tmp_path, _with(export, DONE, target="http://127.0.0.1/\0x"),
@@ -219,6 +224,7 @@ def _allow_history_rows(home, backend) -> None:
         c.execute(f'DROP TRIGGER refuse ON "{s}".job_history')
 
 
+@pytest.mark.slow
 @both
 def test_jobs_and_history_go_in_together_or_not_at_all(home, backend, tmp_path, export):
     path = _file(tmp_path, _with(export, FAILED, reason="refuse me"))

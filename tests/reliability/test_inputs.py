@@ -446,6 +446,7 @@ _toml_values = st.recursive(_toml_scalars, lambda inner: st.lists(inner, max_siz
 
 @settings(max_examples=3000 if FULL else 400, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
 @given(st.dictionaries(st.sampled_from(config_mod.KEYS + ("nope",)), _toml_values, max_size=4))
 def test_config_values_fuzzed(data):
     try:

@@ -50,6 +50,7 @@ def own_cluster():
     yield from pgserver.own_cluster()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reset", [True, False], ids=["reset", "silent"])
 def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster, reset):
     from pgrelay import Relay

@@ -72,6 +72,7 @@ def receivers(*names):
 
 
 # --- 1. one slot, every kind of bad receiver, plus normal ones ------------------------------------
+@pytest.mark.slow
 def test_a_slot_of_misbehaving_receivers_finishes_in_bounded_time(home, clock, monkeypatch):
     read = collections.Counter()
     data_received = http_transport._Conn.data_received
@@ -175,6 +176,7 @@ def test_a_slot_of_misbehaving_receivers_finishes_in_bounded_time(home, clock, m
         assert set(h) | set(p) == {j.id for v in jobs.values() for j in v}
 
 
+@pytest.mark.slow
 def test_the_timeout_holds_for_each_job_not_for_the_slot(home, clock):
     """Many hung jobs beyond the per-host limit: they queue, each waits at most TIMEOUT, and
     the breaker stops the rest of the host's jobs from queueing another TIMEOUT each."""

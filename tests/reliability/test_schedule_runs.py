@@ -79,6 +79,7 @@ def test_every_boundary_two_runners_two_hours_fire_each_occurrence_once(home, ba
     ("all", 35, None),
     ("skip", 0, "35 occurrences missed 2026-11-22 10:05–12:55 (UTC), policy skip"),
 ])
+@pytest.mark.slow
 def test_runners_stopped_three_hours(home, backend, policy, fired, skipped):
     back = T0 + 3 * 60 * MIN
     with Receiver() as rx:
@@ -150,6 +151,7 @@ class _WriteHeld:
             self.watch.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 @pytest.mark.parametrize("when", ["in the claim", "while sending"])
 def test_runner_killed_in_the_claim_next_occurrence_once_killed_one_delivered(

@@ -44,6 +44,7 @@ def test_a_schema_not_awty_s_own_is_refused(home, pg_database, schema, says):
     assert _tables(pg_database.url, schema.lower()) == []
 
 
+@pytest.mark.slow
 def test_public_when_the_setting_says_so(home, pg_database):
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo

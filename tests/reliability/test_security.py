@@ -113,6 +113,7 @@ def test_allow_list_tightened_after_add_is_enforced_at_fire(home, rx):
     assert (db_rows(home, "future_job"), tree_files(home)) == before
 
 
+@pytest.mark.slow
 def test_allow_list_prefixes_cannot_be_climbed_out_of(home, rx):
     port = rx.port
     allowed = rx.url("/hooks/")
@@ -287,6 +288,7 @@ def _home_files(home: Path) -> dict[str, bytes]:
             if p.is_file() and not p.is_symlink()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["env", "file"])
 def test_the_signing_secret_never_leaves_memory(home, tmp_path, source):
     secret = signing.new_secret()
@@ -355,6 +357,7 @@ CREDS = {
 }
 
 
+@pytest.mark.slow
 def test_credential_headers_are_redacted_in_list_and_show(home, rx):
     rx.script("/creds", status=[503, 401])
     hdrs = [f"{k}: {v}" for k, v in CREDS.items()] + ["X-Tenant: visible-7"]

@@ -59,6 +59,7 @@ def _post(conn, token, body):
     return r.status, r.read()
 
 
+@pytest.mark.slow
 def test_sigterm_under_load_loses_no_accepted_job(serve):
     port = int(serve.url.rsplit(":", 1)[1])
     accepted: list[str] = []
@@ -146,6 +147,7 @@ def _timed(server, *args, **kw):
     return answer, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_bad_bodies_and_slow_clients_neither_hang_nor_crash_it(serve):
     port = int(serve.url.rsplit(":", 1)[1])
     stop, sent = threading.Event(), [0]

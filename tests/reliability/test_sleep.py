@@ -69,6 +69,7 @@ def test_the_first_run_after_a_sleep_fires_what_it_missed(home, backend):
         assert envelopes(home) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_late_work_is_bounded_and_the_next_run_fires_the_rest(home, backend):
     with Receiver() as rx:

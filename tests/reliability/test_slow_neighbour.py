@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
+
 from conftest import db_rows
 
 from awty.api import Awty
@@ -15,6 +17,7 @@ from awty.testing.receiver import Receiver
 TIMEOUT = 1.0
 
 
+@pytest.mark.slow
 def test_ten_percent_hanging_do_not_defer_the_other_ninety(home, clock):
     with Receiver() as rx:
         rx.script("/slow", hang=True)

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.reliability
 CONCURRENCY = 16
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_gracefully_and_nothing_is_sent_twice(tmp_path, sig, code):
     n = scale(600, 3000)
@@ -62,6 +63,7 @@ def test_a_signal_stops_gracefully_and_nothing_is_sent_twice(tmp_path, sig, code
           f"re-sent=0")
 
 
+@pytest.mark.slow
 def test_a_signal_stops_a_catch_up_whose_next_slot_is_claimed_already(home, backend):
     # A catch-up opens the next slot (claims it) while a slot sends: SIGTERM in the middle
     # gives back the unsent claims of both, records every request sent, and the next catchup
@@ -105,6 +107,7 @@ def test_a_signal_stops_a_catch_up_whose_next_slot_is_claimed_already(home, back
           f"{len(sent)} re-sent=0")
 
 
+@pytest.mark.slow
 def test_sigkill_resends_at_most_in_flight_plus_a_quarter_second(tmp_path):
     n = scale(1500, 3000)
     home = tmp_path / "home"

@@ -101,6 +101,7 @@ def test_a_run_through_the_store_process_records_every_job_once(home, backend, m
     assert len(made) == 1 and made[0].finished_calls >= 2  # the process recorded some
 
 
+@pytest.mark.slow
 def test_a_quick_retry_through_the_store_process_keeps_its_attempts(home, backend):
     # The process keeps the Jobs it claimed and is sent only the ids back; a quick retry
     # changes the runner's Job (one attempt more) after the claim. Until 2026-11-24 the process
@@ -212,6 +213,7 @@ def test_the_store_process_killed_mid_run_loses_nothing(home, monkeypatch):
           f"duplicates={figures['duplicates']}")
 
 
+@pytest.mark.slow
 def test_a_killed_runner_leaves_no_store_process(tmp_path):
     n = scale(3000, 10000)
     home = tmp_path / "home"
@@ -237,6 +239,7 @@ def test_a_killed_runner_leaves_no_store_process(tmp_path):
     account(home, ids, later, delivered=delivered)
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_process_group_still_records_through_the_store_process(tmp_path):
     n = scale(3000, 10000)
     home = tmp_path / "home"

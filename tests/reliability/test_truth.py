@@ -38,6 +38,7 @@ def _outcomes(home):
     return {i: (o, n) for i, o, n in query(home, "SELECT id, outcome, attempts FROM job_history")}
 
 
+@pytest.mark.slow
 def test_cancel_of_a_job_on_the_wire_says_so_and_history_keeps_the_real_outcome(tmp_path):
     home = tmp_path / "home"
     # 6 s per request: the three CLI calls below finish while the first one is on the wire,
@@ -76,6 +77,7 @@ def test_cancel_of_a_job_on_the_wire_says_so_and_history_keeps_the_real_outcome(
     account(home, ids, slot + timedelta(seconds=1), outcomes={"done", "cancelled"})
 
 
+@pytest.mark.slow
 def test_unsharded_and_shard_runs_exclude_each_other_whatever_the_clocks(tmp_path):
     n = 300
     home = tmp_path / "home"

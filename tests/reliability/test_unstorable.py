@@ -69,6 +69,7 @@ def _later_catchup_sends_nothing(home, backend, rx, slot, before: dict) -> None:
     assert rx.counts() == before
 
 
+@pytest.mark.slow
 @both
 @via
 def test_a_nul_in_an_answer_poisons_nothing(home, backend, store_process):
@@ -132,6 +133,7 @@ def _refuse_poisoned_history(home, backend) -> None:
                   f'FOR EACH ROW EXECUTE FUNCTION "{s}".refuse_poison()')
 
 
+@pytest.mark.slow
 @both
 @via
 def test_a_result_the_store_refuses_fails_that_job_alone(home, backend, store_process):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import servekit
 
 HOOK = "http://127.0.0.1:9/hook"
@@ -14,6 +16,7 @@ def add(s, **fields):
     return s.call("POST", "/v1/jobs", {"target": HOOK, "in": "2h", **fields})
 
 
+@pytest.mark.slow
 def test_add_show_list_and_idempotency(served):
     a = add(served, entity="order", key="42", payload={"n": 1},
             headers={"X-Thing": "1"}, idempotency_key=None)
@@ -45,6 +48,7 @@ def test_add_show_list_and_idempotency(served):
     assert [j["id"] for j in listed["jobs"]] == [job["id"]] and listed["next"] is None
 
 
+@pytest.mark.slow
 def test_cursor_pagination_walks_every_job_once(served):
     ids = [add(served, **{"in": f"{h}h"}).body["id"] for h in (3, 1, 2, 1, 5)]
     seen, path = [], "/v1/jobs?limit=2"
@@ -60,6 +64,7 @@ def test_cursor_pagination_walks_every_job_once(served):
     assert served.call("GET", "/v1/jobs?kind=ftp").body["field"] == "kind"
 
 
+@pytest.mark.slow
 def test_batch_is_all_or_nothing_naming_the_bad_index(served):
     good = [{"target": HOOK, "in": "1h", "entity": "order", "key": str(i)} for i in range(3)]
     bad = served.call("POST", "/v1/jobs/batch", [*good, {"target": HOOK, "in": "soon"}])
@@ -75,6 +80,7 @@ def test_batch_is_all_or_nothing_naming_the_bad_index(served):
     assert broken.status == 400 and broken.body["index"] == 3
 
 
+@pytest.mark.slow
 def test_cancel_reschedule_retry_run(served, rx):
     job = add(served).body
     moved = served.call("POST", f"/v1/jobs/{job['id']}/reschedule", {"in": "5h"})
@@ -106,6 +112,7 @@ def test_cancel_reschedule_retry_run(served, rx):
     assert served.call("GET", "/v1/stats?window=0s").status == 400
 
 
+@pytest.mark.slow
 def test_errors_are_problems_never_a_500(served):
     cases = [
         ("POST", "/v1/jobs", b"{not json", 400),
@@ -132,6 +139,7 @@ def test_errors_are_problems_never_a_500(served):
     assert meta.body["field"] == "target"
 
 
+@pytest.mark.slow
 def test_auth_scopes_and_revoke_on_every_process(served):
     env, home = served.env, served.home
     none = served.call("GET", "/v1/jobs", token=None)
@@ -160,6 +168,7 @@ def test_auth_scopes_and_revoke_on_every_process(served):
         second.stop()
 
 
+@pytest.mark.slow
 def test_exec_needs_jobs_exec_and_runs_where_the_token_says(served, tmp_path):
     env, home = served.env, served.home
     exec_dir = tmp_path / "jobs"

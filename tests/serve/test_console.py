@@ -9,6 +9,8 @@ import http.client
 import re
 from urllib.parse import urlencode, urlsplit
 
+import pytest
+
 import servekit
 
 
@@ -32,6 +34,7 @@ def csrf_of(html):
     return re.search(r'name="csrf" value="([0-9a-f]+)"', html).group(1)
 
 
+@pytest.mark.slow
 def test_login_cookie_csrf_and_scopes(served):
     token = served.token
     job = served.call("POST", "/v1/jobs", {"target": "http://127.0.0.1:9/h", "in": "2h",
@@ -93,6 +96,7 @@ def test_login_cookie_csrf_and_scopes(served):
     assert (status, h["location"]) == (303, "/login?next=%2F")
 
 
+@pytest.mark.slow
 def test_console_pages_are_not_in_the_openapi_document(served):
     paths = served.check.doc["paths"]
     assert all(p.startswith("/v1/") or p in ("/healthz", "/readyz", "/metrics") for p in paths)

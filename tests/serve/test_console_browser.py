@@ -52,6 +52,7 @@ def shot(d, name, request):
     return path
 
 
+@pytest.mark.slow
 def test_log_in_see_a_job_cancel_it_and_the_store_agrees(served, browser, rx, request):
     from selenium.webdriver.common.by import By
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from awty.testing.receiver import Receiver
 
 
+@pytest.mark.slow
 def test_a_slow_receiver_does_not_hold_other_requests(served):
     with Receiver(delay=2.0) as slow:
         job = served.call("POST", "/v1/jobs", {"target": slow.url("/slow"), "in": "2h"}).body

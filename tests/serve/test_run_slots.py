@@ -9,6 +9,8 @@ import sys
 import time
 from datetime import timedelta
 
+import pytest
+
 import servekit
 
 from awty.api import Awty
@@ -17,6 +19,7 @@ from awty.slots import iso
 
 
 
+@pytest.mark.slow
 def test_serve_and_a_cron_runner_never_double_fire(tmp_path, backend, rx):
     from datetime import UTC, datetime
 
