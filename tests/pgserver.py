@@ -178,6 +178,11 @@ def own_cluster():
         c.destroy()
 
 
+def _pgbouncer() -> str | None:
+    return shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None)
+
+
 class Bouncer:
     """PgBouncer (when installed) in front of a database of the session's server, listening on
     127.0.0.1 in the given ``pool_mode``: what a pooler does to session advisory locks."""
@@ -188,8 +193,15 @@ class Bouncer:
 
         from psycopg.conninfo import conninfo_to_dict
 
-        exe = shutil.which("pgbouncer") or next(
-            (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None)
+        exe = _pgbouncer()
+        if exe is None:  # install it once, as the browser tests do Chromium
+            import debpkg
+
+            try:
+                debpkg.install("pgbouncer")
+            except debpkg.NotInstalled as e:
+                raise NoServer(f"pgbouncer not found and not installed: {e}") from None
+            exe = _pgbouncer()
         if exe is None:
             raise NoServer("pgbouncer not found")
         d = conninfo_to_dict(url)

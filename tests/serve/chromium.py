@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 PACKAGES = ("chromium", "chromium-driver")
-INSTALL_TIMEOUT = 900  # a first install downloads ~100 MB
 
 
 class NoBrowser(Exception):
@@ -25,25 +23,12 @@ def _found() -> tuple[str, str] | None:
 
 
 def _install() -> None:
-    if os.geteuid() != 0:
-        raise NoBrowser("not root, so `apt-get install -y chromium chromium-driver` cannot run "
-                        "here: install them to run the console's browser tests")
-    if not shutil.which("apt-get"):
-        raise NoBrowser("no apt-get on this system: install Chromium and chromedriver")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
-                ["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES]):
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                 timeout=INSTALL_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise NoBrowser(f"{' '.join(cmd)} took over {INSTALL_TIMEOUT} s") from None
-        if out.returncode == 0 and cmd[1] == "install":
-            return
-        last = (out.stderr or out.stdout).strip().splitlines()
-        error = last[-1] if last else f"exit {out.returncode}"
-    raise NoBrowser(f"apt-get install {' '.join(PACKAGES)} failed: {error}")
+    import debpkg
+
+    try:
+        debpkg.install(*PACKAGES)
+    except debpkg.NotInstalled as e:
+        raise NoBrowser(str(e)) from None
 
 
 def ensure() -> tuple[str, str]:
