@@ -201,3 +201,44 @@ def write_batch(path: Path, lines: Iterable[dict]) -> int:
             f.write(json.dumps(spec, separators=(",", ":")) + "\n")
             n += 1
     return n
+
+
+def refuse_history_rows(home: Path, backend, column: str, like: str, message: str) -> None:
+    """Make the store refuse the history rows whose ``column`` is LIKE ``like`` (a trigger, as a
+    constraint or a value the database cannot encode would): ``message`` is the database's
+    error. ``backend``: the tests' store fixture (kind, kw)."""
+    if backend.kind == "sqlite":
+        import sqlite3
+
+        from awty.api import Awty
+
+        with Awty(home, env={}) as a:
+            a.count()  # the database, made if the test has not yet
+        with sqlite3.connect(home / "awty.db") as c:
+            c.execute(f"CREATE TRIGGER refuse_rows BEFORE INSERT ON job_history "
+                      f"WHEN NEW.{column} LIKE '{like}' "
+                      f"BEGIN SELECT RAISE(ABORT, '{message}'); END")
+        return
+    import psycopg
+
+    s = backend.kw["database_schema"]
+    with psycopg.connect(backend.kw["database_url"], autocommit=True) as c:
+        c.execute(f'CREATE FUNCTION "{s}".refuse_rows() RETURNS trigger LANGUAGE plpgsql AS '
+                  f"$$ BEGIN IF NEW.{column} LIKE '{like}' THEN RAISE EXCEPTION '{message}' "
+                  "USING ERRCODE = '22021'; END IF; RETURN NEW; END $$")
+        c.execute(f'CREATE TRIGGER refuse_rows BEFORE INSERT ON "{s}".job_history '
+                  f'FOR EACH ROW EXECUTE FUNCTION "{s}".refuse_rows()')
+
+
+def allow_history_rows(home: Path, backend) -> None:
+    """Undo ``refuse_history_rows``."""
+    if backend.kind == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(home / "awty.db") as c:
+            c.execute("DROP TRIGGER refuse_rows")
+        return
+    import psycopg
+
+    with psycopg.connect(backend.kw["database_url"], autocommit=True) as c:
+        c.execute(f'DROP TRIGGER refuse_rows ON "{backend.kw["database_schema"]}".job_history')

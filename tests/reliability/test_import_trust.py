@@ -29,7 +29,7 @@ from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
 from conftest import T0
-from relkit import cli_env, run_cli
+from relkit import allow_history_rows, cli_env, refuse_history_rows, run_cli
 
 pytestmark = pytest.mark.reliability
 both = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
@@ -188,53 +188,17 @@ def test_text_a_run_wrote_is_escaped_a_name_is_refused(home, backend, tmp_path, 
     assert rows["failed"]["error"] == "bad \\ud800 one"
 
 
-def _refuse_history_rows(home, backend) -> None:
-    """A database that refuses one history row (a trigger, as a constraint would)."""
-    if backend.kind == "sqlite":
-        import sqlite3
-
-        with Awty(home, clock=FixedClock(T0), env={}) as a:
-            a.count()  # the database, made
-        with sqlite3.connect(home / "awty.db") as c:
-            c.execute("CREATE TRIGGER refuse BEFORE INSERT ON job_history "
-                      "WHEN NEW.reason = 'refuse me' BEGIN SELECT RAISE(ABORT, 'refused'); END")
-        return
-    import psycopg
-
-    s = backend.kw["database_schema"]
-    with psycopg.connect(backend.kw["database_url"], autocommit=True) as c:
-        c.execute(f'CREATE FUNCTION "{s}".refuse() RETURNS trigger LANGUAGE plpgsql AS '
-                  "$$ BEGIN IF NEW.reason = 'refuse me' THEN RAISE EXCEPTION 'refused' "
-                  "USING ERRCODE = '22021'; END IF; RETURN NEW; END $$")
-        c.execute(f'CREATE TRIGGER refuse BEFORE INSERT ON "{s}".job_history '
-                  f'FOR EACH ROW EXECUTE FUNCTION "{s}".refuse()')
-
-
-def _allow_history_rows(home, backend) -> None:
-    if backend.kind == "sqlite":
-        import sqlite3
-
-        with sqlite3.connect(home / "awty.db") as c:
-            c.execute("DROP TRIGGER refuse")
-        return
-    import psycopg
-
-    s = backend.kw["database_schema"]
-    with psycopg.connect(backend.kw["database_url"], autocommit=True) as c:
-        c.execute(f'DROP TRIGGER refuse ON "{s}".job_history')
-
-
 @pytest.mark.slow
 @both
 def test_jobs_and_history_go_in_together_or_not_at_all(home, backend, tmp_path, export):
     path = _file(tmp_path, _with(export, FAILED, reason="refuse me"))
-    _refuse_history_rows(home, backend)
+    refuse_history_rows(home, backend, "reason", "refuse me", "refused")
     got = _import(home, backend, path)
     assert got.returncode == 1, (got.stdout, got.stderr)
     assert len(got.stderr.strip().splitlines()) == 1 and "refused" in got.stderr
     assert _held(home, backend) == (0, 0)  # no job without its history
     assert not list((home / "slots").rglob("*.json")) if (home / "slots").exists() else True
-    _allow_history_rows(home, backend)
+    allow_history_rows(home, backend)
     again = _import(home, backend, path)  # nothing was left behind to refuse it
     assert again.returncode == 0, again.stderr
     assert _held(home, backend) == (1, 2)

@@ -27,7 +27,7 @@ from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver, Reply
 from conftest import T0
-from relkit import cli_env, lease_passes, run_cli
+from relkit import cli_env, lease_passes, refuse_history_rows, run_cli
 
 pytestmark = pytest.mark.reliability
 both = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
@@ -111,28 +111,6 @@ def test_a_nul_in_an_answer_poisons_nothing(home, backend, store_process):
         _later_catchup_sends_nothing(home, backend, rx, slot, delivered)
 
 
-def _refuse_poisoned_history(home, backend) -> None:
-    """A trigger refusing the history row of an answer holding ``poison``: a row the database
-    will not take, whatever the reason (a constraint, a trigger, a value it cannot encode)."""
-    if backend.kind == "sqlite":
-        import sqlite3
-
-        with sqlite3.connect(home / "awty.db") as c:
-            c.execute("CREATE TRIGGER refuse_poison BEFORE INSERT ON job_history "
-                      "WHEN NEW.output LIKE '%poison%' "
-                      "BEGIN SELECT RAISE(ABORT, 'poisoned row'); END")
-        return
-    import psycopg
-
-    s = backend.kw["database_schema"]
-    with psycopg.connect(backend.kw["database_url"], autocommit=True) as c:
-        c.execute(f'CREATE FUNCTION "{s}".refuse_poison() RETURNS trigger LANGUAGE plpgsql AS '
-                  "$$ BEGIN IF NEW.output LIKE '%poison%' THEN RAISE EXCEPTION 'poisoned row' "
-                  "USING ERRCODE = '22021'; END IF; RETURN NEW; END $$")
-        c.execute(f'CREATE TRIGGER refuse_poison BEFORE INSERT ON "{s}".job_history '
-                  f'FOR EACH ROW EXECUTE FUNCTION "{s}".refuse_poison()')
-
-
 @pytest.mark.slow
 @both
 @via
@@ -143,7 +121,7 @@ def test_a_result_the_store_refuses_fails_that_job_alone(home, backend, store_pr
         ids = _add(home, backend, [{"target": rx.url("/ok"), "in": "1m"} for _ in range(n)])
         [poisoned] = _add(home, backend, [{"target": rx.url("/poison"), "in": "1m"}])
         ids += _add(home, backend, [{"target": rx.url("/ok"), "in": "1m"} for _ in range(n)])
-        _refuse_poisoned_history(home, backend)
+        refuse_history_rows(home, backend, "output", "%poison%", "poisoned row")
         with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
             slot = a.get(poisoned).job.next_check_at
         now = slot + timedelta(seconds=1)
