@@ -310,16 +310,13 @@ class SQLiteStore:
         return [(from_iso(s), n) for s, n in self.conn.execute(sql, params)]
 
     def history(self, *, outcome=None, entity=None, key=None, since=None,
-                limit=None) -> Iterator[HistoryRow]:
+                limit=None) -> list[HistoryRow]:
         cond, params = where([("outcome = ?", outcome or None), ("entity_name = ?", entity or None),
                               ("entity_key = ?", key), ("ended_at >= ?", since)])
         sql = "SELECT * FROM job_history" + cond + " ORDER BY seq DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        cur = self.conn.cursor()
-        cur.row_factory = sqlite3.Row
-        for r in cur.execute(sql, params):
-            yield row_to_history(r)
+        return [row_to_history(r) for r in self._rows(sql, params)]
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
               next_slots: int) -> StoreStats:
