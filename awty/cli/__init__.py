@@ -28,7 +28,9 @@ from .argv import COMPLETE_VAR, normalise
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from typing import Any
+
     import typer
+    from typer.models import CommandInfo
 
 # Each command and the module defining it, in the order `awty --help` lists them. `awty NAME`
 # imports only NAME's module; the whole app checks this table against the modules.
@@ -56,7 +58,7 @@ def main() -> None:
     from .closedpipe import QuietStdout
 
     if not isinstance(sys.stdout, QuietStdout):
-        sys.stdout = QuietStdout(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = QuietStdout(sys.stdout)
     args = normalise(sys.argv[1:])
     if os.environ.get(COMPLETE_VAR):
         # The shell asks for completions (`awty completion` wrote the hook): only then load
@@ -102,7 +104,8 @@ def _no_options() -> None:
     pass
 
 
-def _name(command) -> str:
+def _name(command: CommandInfo) -> str:
+    assert command.callback is not None  # every awty command is registered with its function
     return command.name or command.callback.__name__.replace("_", "-")
 
 

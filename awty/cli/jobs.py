@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -168,7 +168,8 @@ def list_(
     cap = None if all_ or limit == 0 else limit if limit is not None else (
         None if as_json else LIST_LIMIT)
     a = open_awty(home)
-    filters = dict(status=status, slot=slot_arg(slot), entity=entity, key=key, kind=kind)
+    filters: dict[str, Any] = dict(status=status, slot=slot_arg(slot), entity=entity, key=key,
+                                   kind=kind)
     # one more than shown tells whether anything was left out, without counting every time
     jobs = list(a.list(**filters, limit=cap + 1 if cap else None))
     more = 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -17,6 +17,10 @@ from . import render as r
 from .options import (
     Home, Json, Utc, command_env, new_app, open_awty, positive_duration, reports_errors,
 )
+
+if TYPE_CHECKING:
+    from ..api import Awty
+    from ..doctor.base import Finding, Report
 
 commands = new_app()
 
@@ -104,18 +108,18 @@ def config_(
     if as_json:
         r.emit_json(rows)
         return
-    head: list = ["setting", "cluster" if cluster else "value", "this host" if cluster else "from"]
+    head = ["setting", "cluster" if cluster else "value", "this host" if cluster else "from"]
     r.table(None, head, ([k, cfg.shown(k, getattr(a.settings, k)),
                           _this_host(a, k) if cluster else rows[k]["from"]] for k in keys))
 
 
-def _local(a, key: str):
+def _local(a: Awty, key: str) -> Any:
     from .. import config as cfg
 
     return getattr(cfg.load(a.home, a.env, {}), key)
 
 
-def _this_host(a, key: str) -> str:
+def _this_host(a: Awty, key: str) -> str:
     from .. import config as cfg
 
     if key not in a.sources:
@@ -123,7 +127,7 @@ def _this_host(a, key: str) -> str:
     return f"{cfg.shown(key, _local(a, key))} ({a.sources[key]})"
 
 
-def _plain(value, key: str = ""):
+def _plain(value: Any, key: str = "") -> Any:
     from ..config import redact
 
     if key == "database_url" and value:
@@ -132,7 +136,7 @@ def _plain(value, key: str = ""):
         value.value if hasattr(value, "value") else value
 
 
-def _change_cluster(a, changes: list[str], as_json: bool) -> None:
+def _change_cluster(a: Awty, changes: list[str], as_json: bool) -> None:
     from .. import config as cfg
 
     pairs = {}
@@ -199,7 +203,7 @@ _NOT_REPAIRABLE = {"cron", "schema", "integrity", "catch-up", "config", "secret"
                    "server", "scheduler", "cron daemon", "last slot"}
 
 
-def _doctor_summary(report) -> None:
+def _doctor_summary(report: Report) -> None:
     """The closing line counts the rows above: each problem by its check, each warning in a
     few words ("1 warning: nothing runs the slots"); "all good" only when there is neither."""
     problems, repairs, warnings = report.problems, report.repairs, report.warnings
@@ -218,7 +222,7 @@ def _doctor_summary(report) -> None:
     r.out("; ".join(parts) if parts else "all good" if not repairs else "all good after repairs")
 
 
-def _count(items: list, noun: str) -> str:
+def _count(items: list[Finding], noun: str) -> str:
     return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
@@ -280,7 +284,7 @@ def crontab(
           "mail (set MAILTO, or notify_command in awty.toml)")
 
 
-def refuse_unkept_database_url(a, scheduler: str) -> str | None:
+def refuse_unkept_database_url(a: Awty, scheduler: str) -> str | None:
     """The store the scheduler's runs will use, named for a comment beside its lines (None
     on SQLite); refused when its URL or schema comes from a flag or the environment only:
     those runs would not see it, and would fire a SQLite home of their own."""
@@ -290,15 +294,16 @@ def refuse_unkept_database_url(a, scheduler: str) -> str | None:
                            f"will not see (they would open {a.db_path} instead): write it "
                            f"into {a.home / 'awty.toml'} (`awty init --database-url URL` "
                            "does), then run this again")
-    if not a.on_postgres:
+    url = a.settings.database_url
+    if url is None:  # on SQLite
         return None
     from ..config import redact
 
-    return (f"{redact(a.settings.database_url)}, schema "
+    return (f"{redact(url)}, schema "
             f"\"{a.settings.database_schema}\" (database_url in {a.home / 'awty.toml'})")
 
 
-def _warn_env_unseen_by_cron(home) -> None:
+def _warn_env_unseen_by_cron(home: Path) -> None:
     unseen = sorted(k for k in os.environ if k.startswith("AWTY_")
                     and k not in ("AWTY_HOME", "AWTY_NOW") and os.environ[k])
     if unseen:
@@ -434,7 +439,9 @@ def export(
             moved = a.export(f, move_to=move)
     r.err(f"exported {_moved_counts(moved)} from {a.where}")
     if move is not None:
-        r.err(f"{a.where} is marked as moved to {a.moved()['to']}: its runs and adds refuse "
+        marked = a.moved()
+        assert marked is not None  # export(move_to=...) marked it
+        r.err(f"{a.where} is marked as moved to {marked['to']}: its runs and adds refuse "
               "from now on")
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Annotated, Any, NoReturn, Optional, ParamSpec, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -26,7 +27,7 @@ from .session import reporting_errors, take_given
 class _OneLineGroup(TyperGroup):
     """A usage error is one line on stderr and exit 2, like every other bad input."""
 
-    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         # global options before the command, --version, help CMD (awty.cli.argv); idempotent,
         # so the entry point may have done it already
         args = take_given(normalise(list(sys.argv[1:] if args is None else args)))
@@ -38,12 +39,13 @@ class _OneLineGroup(TyperGroup):
         try:
             code = super().main(args, *rest, **kwargs)
         except Exception as e:
+            # click's errors, matched by name and attribute: typer may raise its own copy's
+            ctx: Any = getattr(e, "ctx", None)
             if type(e).__name__ == "NoArgsIsHelpError":
                 # bare `awty` or `awty secret`: the help, as git shows it, and success
-                r.out(e.ctx.get_help())
+                r.out(ctx.get_help())
                 sys.exit(0)
             if hasattr(e, "format_message") and hasattr(e, "exit_code"):
-                ctx = getattr(e, "ctx", None)
                 where = f"awty {ctx.info_name}: " if ctx is not None and ctx.parent else "awty: "
                 r.err(where + e.format_message().splitlines()[0]
                       + ("  (see --help)" if e.exit_code == 2 else ""))
@@ -94,9 +96,13 @@ MisfireGrace = Annotated[Optional[str], typer.Option(
     help="With catchup --misfire skip: how late this job may still fire.")]
 
 
-def reports_errors(fn):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         with reporting_errors(_exit):
             return fn(*args, **kwargs)
     return wrapper

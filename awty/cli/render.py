@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from ..documents import execution_dict as execution_dict
@@ -19,7 +19,10 @@ from ..slots import iso, slot_id
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
+    from types import TracebackType
     from typing import Any
+
+    from ..api import AddResult
     from .tables import Col
 
 def when(at: datetime | None, utc: bool = False, short: bool = False) -> str:
@@ -45,7 +48,7 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def added(results, utc: bool, as_json: bool) -> None:
+def added(results: list[AddResult], utc: bool, as_json: bool) -> None:
     if as_json:
         docs = [{"id": r.job.id, "slot": slot_id(r.slot), "next_check_at": iso(r.slot),
                  "first_check_at": iso(r.job.first_check_at), "kind": r.job.kind.value,
@@ -69,7 +72,7 @@ def added(results, utc: bool, as_json: bool) -> None:
         out(f"  slot  {slot_id(r.slot)}  fires {when(r.slot, utc)}")
 
 
-def table(title: str | None, columns: list[Col | str], rows: Iterable[list[Any]]) -> None:
+def table(title: str | None, columns: Sequence[Col | str], rows: Iterable[list[Any]]) -> None:
     """Plain aligned columns (``tables``): fitted to a terminal, whole in a pipe."""
     import os
     import shutil
@@ -228,15 +231,16 @@ class Progress:
         self._p.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._p.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._p.__exit__(exc_type, exc, tb)
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "slot_start":
             self._tasks[data["slot"]] = self._p.add_task(f"slot {data['slot']}",
                                                          total=data["total"] or None)
         elif kind == "job":
-            if (task := self._tasks.get(data.get("slot"))) is not None:
+            if (task := self._tasks.get(data.get("slot", ""))) is not None:
                 self._p.advance(task)
         elif kind == "slot_end":
             if (task := self._tasks.pop(data["slot"], None)) is not None:

@@ -8,14 +8,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
 from . import render as r
 
+if TYPE_CHECKING:
+    from ..api import Awty
 
-def run_slot(open_awty: Callable[..., Any], slot: str | None, shard: str | None,
+
+def run_slot(open_awty: Callable[..., Awty], slot: str | None, shard: str | None,
              dry_run: bool, as_json: bool, home: Path | None) -> None:
     """``open_awty(home, on_event=…)`` opens the ``Awty`` (the caller closes it)."""
     progress = progress_bar(as_json)
@@ -28,7 +32,7 @@ def run_slot(open_awty: Callable[..., Any], slot: str | None, shard: str | None,
     notify(a, "run-slot", d, started)
 
 
-def slot_arg(text: str | None):
+def slot_arg(text: str | None) -> datetime | None:
     """A ``YYYYMMDDHHMM`` slot id from the command line -> its datetime (None stays None)."""
     if text is None:
         return None
@@ -40,7 +44,7 @@ def slot_arg(text: str | None):
         raise InvalidInput(str(e)) from None
 
 
-def notify(a, run: str, summary: dict, started) -> None:
+def notify(a: Awty, run: str, summary: dict[str, Any], started: datetime) -> None:
     """The notify_command setting, when the run had failures, and the metrics_file setting;
     if either fails, stderr says so (cron mails it) and the run's exit code stays what the
     run earned."""
@@ -57,7 +61,7 @@ def notify(a, run: str, summary: dict, started) -> None:
             r.err(f"awty: {problem}")
 
 
-def report_slot(d: dict, as_json: bool) -> None:
+def report_slot(d: dict[str, Any], as_json: bool) -> None:
     if as_json:
         r.emit_json(d)
         return
@@ -72,7 +76,7 @@ def report_slot(d: dict, as_json: bool) -> None:
             _report_ran(late, "late ")
 
 
-def _report_ran(d: dict, what: str) -> None:
+def _report_ran(d: dict[str, Any], what: str) -> None:
     if sys.stdout.isatty():
         r.out(what + r.summary_line(d))
     elif d["outcomes"].get("failed") or d.get("rejected"):
@@ -91,7 +95,7 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return (i - 1, n)
 
 
-def progress_bar(as_json: bool):
+def progress_bar(as_json: bool) -> r.Progress | None:
     if as_json or not sys.stdout.isatty():
         return None
     return r.Progress()

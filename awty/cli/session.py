@@ -20,6 +20,8 @@ TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name a
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
+    from ..api import Awty
+
 # `--database-url` of the command line being run: a global option, taken out of the arguments
 # before they are parsed (``take_given``), so every command accepts it.
 _given: dict[str, str | None] = {"database_url": None}
@@ -48,7 +50,7 @@ def command_env() -> dict[str, str]:
     return env
 
 
-def open_awty(home: Path | None, **kw: Any):
+def open_awty(home: Path | None, **kw: Any) -> Awty:
     """The ``Awty`` a command works on, closed when the command ends; the facade (and
     everything behind it) loads here, on first use, not when the CLI is imported."""
     from ..api import Awty
