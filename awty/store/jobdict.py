@@ -86,4 +86,5 @@ def payload_of(text: str | None) -> str | None:
     if text.startswith(_PAYLOAD_ONLY) and text.endswith("}"):
         # ``payload_only_json``: the payload is embedded as it was stored; cut it out as is
         return text[len(_PAYLOAD_ONLY):-1]
-    return json.loads(text).get("payload")
+    payload: str | None = json.loads(text).get("payload")  # the payload's JSON text
+    return payload

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import sqlite3
 
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
 SCHEMA_VERSION = 10
 
 
-def _m001_initial(db) -> None:
+def _m001_initial(db: Database) -> None:
     db.execute("""
         CREATE TABLE future_job (
             id TEXT PRIMARY KEY,
@@ -75,7 +79,7 @@ def _m001_initial(db) -> None:
                "WHERE idempotency_key IS NOT NULL")
 
 
-def _m002_events(db) -> None:
+def _m002_events(db: Database) -> None:
     # One row per execution: what each attempt answered, for `show` and `stats`.
     db.execute("""
         CREATE TABLE job_event (
@@ -95,14 +99,14 @@ def _m002_events(db) -> None:
     db.execute("CREATE INDEX job_event_at ON job_event (at)")
 
 
-def _m003_started_env(db) -> None:
+def _m003_started_env(db: Database) -> None:
     # started_at: the runner began executing its claim (cancel then reports the job as being
     # delivered). env: an exec job's environment recorded at add.
     db.execute("ALTER TABLE future_job ADD COLUMN started_at TEXT")
     db.execute("ALTER TABLE future_job ADD COLUMN env TEXT")
 
 
-def _m004_in_flight_index(db) -> None:
+def _m004_in_flight_index(db: Database) -> None:
     # Every claim asks which owners hold expired leases in its slot (status = 'in_flight'):
     # through the slot index that read every row of the slot, ~45 ms per claim at 100,000 due
     # and so quadratic in the slot's size. Only claimed rows are in this one.
@@ -110,7 +114,7 @@ def _m004_in_flight_index(db) -> None:
                "(next_check_at, lease_owner, lease_until) WHERE status = 'in_flight'")
 
 
-def _m005_slot_entity_index(db) -> None:
+def _m005_slot_entity_index(db: Database) -> None:
     # A run deletes its slot's rows. Keyed by entity first, those deletions touched one leaf page
     # per job scattered over the whole index, and the checkpoint when the store closed wrote them
     # all back: 1.5x a slot's run time at 1,000,000 pending. Slot first, a slot's entries sit
@@ -120,7 +124,7 @@ def _m005_slot_entity_index(db) -> None:
                "(next_check_at, entity_name, entity_key) WHERE entity_name IS NOT NULL")
 
 
-def _m006_started_marks(db) -> None:
+def _m006_started_marks(db: Database) -> None:
     # ``Store.start`` marks a chunk of claims as started just before they are sent. As a column
     # of future_job, that rewrote each started job's whole row (payload and all) and its commit
     # wrote those pages to the WAL once more: ~9 µs a callback, a fifth of the store's work.
@@ -131,14 +135,14 @@ def _m006_started_marks(db) -> None:
                "at TEXT NOT NULL) WITHOUT ROWID")
 
 
-def _m007_meta(db) -> None:
+def _m007_meta(db: Database) -> None:
     # What the store keeps about itself (``Store.meta``): a home's move (``export --move``),
     # the settings a cluster shares (used on PostgreSQL; the table is the same in both stores).
     db.execute("CREATE TABLE awty_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) "
                "WITHOUT ROWID")
 
 
-def _m008_runners(db) -> None:
+def _m008_runners(db: Database) -> None:
     # Who fired what: each execution, and each history row a runner wrote, name the runner's
     # host and process. runner_host: the kinds each runner host claims (``runner_kinds``) and
     # when it last ran, for doctor's "a job no live runner may claim".
@@ -149,7 +153,7 @@ def _m008_runners(db) -> None:
                "pid INTEGER, seen_at TEXT NOT NULL) WITHOUT ROWID")
 
 
-def _m009_schedules(db) -> None:
+def _m009_schedules(db: Database) -> None:
     # Recurring schedules: one row each (its rule, policy, job template, and ``next_at``, the
     # nominal time of its one pending occurrence). An occurrence's job names its schedule and
     # nominal time, unique among pending jobs: no occurrence has two jobs. History rows name
@@ -178,7 +182,7 @@ def _m009_schedules(db) -> None:
                "WHERE schedule IS NOT NULL")
 
 
-def _m010_api_tokens(db) -> None:
+def _m010_api_tokens(db: Database) -> None:
     # `awty serve`'s tokens (`awty token new`): the SHA-256 of each, never the token; options
     # holds what the token may schedule (allow_callbacks, exec_dir, exec_env) as JSON.
     db.execute("CREATE TABLE api_token (name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, "
@@ -197,7 +201,7 @@ def apply(conn: sqlite3.Connection) -> int:
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
-    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
     migrations = Migrations("awty")
     for i, fn in enumerate(MIGRATIONS, 1):
         migrations(name=f"{i:04d}_{fn.__name__.split('_', 2)[-1]}")(fn)

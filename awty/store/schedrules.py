@@ -16,12 +16,15 @@ calls ``at_claim``, and writes what it decided in the claim's own transaction:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ids import new_id
 from ..model import Job, Schedule, Status
 from ..record import Record, _draft, _seal
 from ..slots import slot_for
+
+if TYPE_CHECKING:
+    from ..recurrence import Rule
 
 _ZERO = timedelta(0)
 
@@ -49,7 +52,7 @@ class Rearm(Record):
         return _seal(s, cls)
 
 
-def rule_of(s: Schedule):  # -> recurrence.Rule (imported only where schedules are used)
+def rule_of(s: Schedule) -> Rule:  # recurrence is imported only where schedules are used
     from ..recurrence import Rule
 
     return Rule(s.cron, s.every, s.start, s.zone)

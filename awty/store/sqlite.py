@@ -8,6 +8,7 @@ Owner liveness and slot locks are flocks (``filelocks``); rows and reports live 
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
@@ -94,7 +95,7 @@ def left_behind(path: Path) -> tuple[int, dict[str, str] | None]:
 _TOKEN_NOTE = timedelta(minutes=1)  # a token's last use is written at most this often
 
 
-def _token(row) -> ApiToken:
+def _token(row: tuple[Any, ...]) -> ApiToken:
     name, scopes, created, used, options = row
     return ApiToken.stored(name, json.loads(scopes), from_iso(created),
                            from_iso(used) if used else None, json.loads(options))
@@ -157,7 +158,7 @@ class SQLiteStore:
 
     # -- lifecycle ------------------------------------------------------------------------
     def schema_version(self) -> int:
-        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     def check(self) -> StoreHealth:
         try:
@@ -175,7 +176,7 @@ class SQLiteStore:
                          locks=str(self.locks))
 
     @contextmanager
-    def _write(self):
+    def _write(self) -> Iterator[sqlite3.Connection]:
         with self.lock:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
@@ -193,7 +194,7 @@ class SQLiteStore:
                     self.conn.execute("ROLLBACK")
                 raise translate(e, "cannot commit") from None
 
-    def _rows(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         cur = self.conn.cursor()
         cur.row_factory = sqlite3.Row
         return cur.execute(sql, params).fetchall()
@@ -202,7 +203,7 @@ class SQLiteStore:
     def meta(self) -> dict[str, Any]:
         return dict(self._meta)
 
-    def _set_meta(self, c, key: str, value: Any) -> None:
+    def _set_meta(self, c: sqlite3.Connection, key: str, value: Any) -> None:
         c.execute("INSERT INTO awty_meta (key, value) VALUES (?, ?) "
                   "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                   (key, json.dumps(value)))
@@ -277,8 +278,10 @@ class SQLiteStore:
             "SELECT id FROM job_history WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?",
             (prefix, hi, prefix, hi, int(limit)))]
 
-    def list(self, *, status=None, slot=None, until=None, entity=None, key=None, kind=None,
-             limit=None, after=None) -> Iterator[Job]:
+    def list(self, *, status: str | None = None, slot: datetime | None = None,
+             until: datetime | None = None, entity: str | None = None, key: str | None = None,
+             kind: str | None = None, limit: int | None = None,
+             after: tuple[datetime, str] | None = None) -> Iterator[Job]:
         cond, params = job_filters(status, slot, until, entity, key, kind)
         if after is not None:
             cond += (" AND " if cond else " WHERE ") + "(next_check_at, id) > (?, ?)"
@@ -289,10 +292,12 @@ class SQLiteStore:
         for r in self.conn.execute(sql, params):
             yield row_to_job(r)
 
-    def count(self, *, status=None, slot=None, until=None, entity=None, key=None,
-              kind=None) -> int:
+    def count(self, *, status: str | None = None, slot: datetime | None = None,
+              until: datetime | None = None, entity: str | None = None,
+              key: str | None = None, kind: str | None = None) -> int:
         cond, params = job_filters(status, slot, until, entity, key, kind)
-        return self.conn.execute("SELECT count(*) FROM future_job" + cond, params).fetchone()[0]
+        return int(self.conn.execute("SELECT count(*) FROM future_job" + cond,
+                                     params).fetchone()[0])
 
     def slot_ids(self, slot: datetime) -> set[str]:
         # One JSON document, one step of SQLite's with the GIL released: a row at a time, the
@@ -303,14 +308,16 @@ class SQLiteStore:
                 (iso(slot),)).fetchone()
         return set(json.loads(found))
 
-    def slots_with_work(self, *, since=None, until=None) -> list[tuple[datetime, int]]:
+    def slots_with_work(self, *, since: datetime | None = None,
+                        until: datetime | None = None) -> builtins.list[tuple[datetime, int]]:
         cond, params = where([("next_check_at >= ?", since), ("next_check_at <= ?", until)])
         sql = ("SELECT next_check_at, count(*) FROM future_job" + cond
                + " GROUP BY next_check_at ORDER BY next_check_at")
         return [(from_iso(s), n) for s, n in self.conn.execute(sql, params)]
 
-    def history(self, *, outcome=None, entity=None, key=None, since=None,
-                limit=None) -> list[HistoryRow]:
+    def history(self, *, outcome: str | None = None, entity: str | None = None,
+                key: str | None = None, since: datetime | None = None,
+                limit: int | None = None) -> builtins.list[HistoryRow]:
         cond, params = where([("outcome = ?", outcome or None), ("entity_name = ?", entity or None),
                               ("entity_key = ?", key), ("ended_at >= ?", since)])
         sql = "SELECT * FROM job_history" + cond + " ORDER BY seq DESC"
@@ -323,7 +330,7 @@ class SQLiteStore:
         return sqlite_reports.stats(self.conn, self.sessions.alive, now=now, since=since,
                                     current=current, next_slots=next_slots)
 
-    def leases(self, now: datetime) -> list[LeaseGroup]:
+    def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         return sqlite_reports.leases(self.conn, now, self.sessions.alive)
 
     def last_fired(self) -> tuple[datetime, datetime] | None:
@@ -335,7 +342,7 @@ class SQLiteStore:
         alive = self.sessions.alive(job.lease_owner) if job.started_at is not None else None
         return rules.running(job, alive, now)
 
-    def _select(self, c, ids: Sequence[str]) -> list[Job]:
+    def _select(self, c: sqlite3.Connection, ids: Sequence[str]) -> builtins.list[Job]:
         return [row_to_job(r) for r in c.execute(
             SELECT_JOB + " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
             (_ids_json(ids),))]
@@ -355,7 +362,8 @@ class SQLiteStore:
             jobs = [row_to_job(r) for r in c.execute(SELECT_JOB + cond + " ORDER BY id", params)]
             return self._cancel_jobs(c, jobs, now, "cancelled")
 
-    def _cancel_jobs(self, c, jobs: list[Job], now: datetime, reason: str) -> CancelResult:
+    def _cancel_jobs(self, c: sqlite3.Connection, jobs: builtins.list[Job], now: datetime,
+                     reason: str) -> CancelResult:
         running = [j for j in jobs if self._running(j, now)]
         busy = {j.id for j in running}
         cancelled = [j for j in jobs if j.id not in busy]
@@ -372,7 +380,7 @@ class SQLiteStore:
                 raise rules.being_delivered(job)
             c.execute(f"UPDATE future_job SET next_check_at = ?, {_TO_PENDING} WHERE id = ?",
                       (iso(next_check_at), iso(now), job_id))
-        return self.get(job_id)  # type: ignore[return-value]
+        return self.get(job_id)  # type: ignore[return-value]  # just moved: there
 
     def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
         with self._write() as c:
@@ -380,8 +388,8 @@ class SQLiteStore:
 
     def prune(self, before: datetime, *, dry_run: bool = False) -> int:
         if dry_run:
-            return self.conn.execute("SELECT count(*) FROM job_history WHERE ended_at < ?",
-                                     (iso(before),)).fetchone()[0]
+            return int(self.conn.execute("SELECT count(*) FROM job_history WHERE ended_at < ?",
+                                         (iso(before),)).fetchone()[0])
         with self._write() as c:
             n = c.execute("DELETE FROM job_history WHERE ended_at < ?", (iso(before),)).rowcount
             c.execute("DELETE FROM job_event WHERE at < ?", (iso(before),))
@@ -394,7 +402,8 @@ class SQLiteStore:
     def slot_lock(self, slot: datetime, shard: tuple[int, int] | None = None) -> FlockSlotLock:
         return FlockSlotLock(self.locks, slot, shard)
 
-    def _live_expired_owners(self, c, cond: str, params: list, now: datetime,
+    def _live_expired_owners(self, c: sqlite3.Connection, cond: str, params: builtins.list[Any],
+                             now: datetime,
                              owner: str) -> str:
         """The owners whose expired leases in the claim's range must not be taken over: their
         session is open (a live process, whatever the clocks say). A JSON list."""
@@ -404,9 +413,11 @@ class SQLiteStore:
             [*params, iso(now), owner])]
         return _ids_json(o for o in owners if o and self.sessions.alive(o) is True)
 
-    def claim(self, slot, *, now, owner, lease_until, limit, shard=None,
-              kinds=None) -> list[Job]:
-        cond, params = "next_check_at = ?", [iso(slot)]
+    def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
+              limit: int, shard: tuple[int, int] | None = None,
+              kinds: Sequence[str] | None = None) -> builtins.list[Job]:
+        cond = "next_check_at = ?"
+        params: builtins.list[Any] = [iso(slot)]
         if shard is not None:
             cond += " AND awty_shard(id, ?) = ?"
             params += [shard[1], shard[0]]
@@ -416,14 +427,15 @@ class SQLiteStore:
         return self._claim(cond, params, now, owner, lease_until, limit)
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
-                  lease_until: datetime) -> list[Job]:
+                  lease_until: datetime) -> builtins.list[Job]:
         ids = list(dict.fromkeys(ids))
         if not ids:
             return []
         return self._claim("id IN (SELECT value FROM json_each(?))", [_ids_json(ids)], now,
                            owner, lease_until, len(ids))
 
-    def _claim(self, cond, params, now, owner, lease_until, limit) -> list[Job]:
+    def _claim(self, cond: str, params: builtins.list[Any], now: datetime, owner: str,
+               lease_until: datetime, limit: int) -> builtins.list[Job]:
         times: dict[str, datetime] = {}
         with self._write() as c:
             live = self._live_expired_owners(c, cond, params, now, owner)
@@ -438,7 +450,7 @@ class SQLiteStore:
                 return [j for j in jobs if j.id not in dropped]
         return [claimed_job(r, times, owner, lease_until, now) for r in rows]
 
-    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
+    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> builtins.list[str]:
         if not ids:
             return []
         with self._write() as c:
@@ -450,7 +462,7 @@ class SQLiteStore:
         return [i for i in ids if i in kept]
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
-               executions: Sequence[Execution] = ()) -> list[Decision]:
+               executions: Sequence[Execution] = ()) -> builtins.list[Decision]:
         if not decisions and not executions:
             return []
         try:
@@ -503,7 +515,7 @@ class SQLiteStore:
                       "pid = excluded.pid, seen_at = excluded.seen_at",
                       (host, _ids_json(kinds), pid, iso(now)))
 
-    def runners(self) -> list[tuple[str, tuple[str, ...], int | None, datetime]]:
+    def runners(self) -> builtins.list[tuple[str, tuple[str, ...], int | None, datetime]]:
         return [(h, tuple(json.loads(k)), p, from_iso(at)) for h, k, p, at in self.conn.execute(
             "SELECT host, kinds, pid, seen_at FROM runner_host ORDER BY seen_at DESC, host")]
 
@@ -515,10 +527,10 @@ class SQLiteStore:
     def get_schedule(self, name: str) -> Schedule | None:
         return sqlite_schedules.get(self.conn, name)
 
-    def schedules(self) -> list[Schedule]:
+    def schedules(self) -> builtins.list[Schedule]:
         return sqlite_schedules.every(self.conn)
 
-    def schedule_jobs(self, name: str) -> list[Job]:
+    def schedule_jobs(self, name: str) -> builtins.list[Job]:
         return sqlite_schedules.pending_of(self.conn, name)
 
     def schedule_outcomes(self) -> dict[str, tuple[str, datetime]]:
@@ -529,7 +541,7 @@ class SQLiteStore:
             "SELECT count(*), count(paused_at) FROM schedule").fetchone()
         return total, paused
 
-    def unarmed_schedules(self) -> list[str]:
+    def unarmed_schedules(self) -> builtins.list[str]:
         return sqlite_schedules.unarmed(self.conn)
 
     def pause_schedule(self, name: str, now: datetime) -> Schedule:
@@ -563,7 +575,7 @@ class SQLiteStore:
         if not added:
             raise rules.token_taken(token.name)
 
-    def tokens(self) -> list[ApiToken]:
+    def tokens(self) -> builtins.list[ApiToken]:
         return [_token(r) for r in self.conn.execute(
             "SELECT name, scopes, created_at, last_used_at, options FROM api_token "
             "ORDER BY name")]
@@ -592,7 +604,7 @@ class SQLiteStore:
 
     def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
                     rows: Iterable[dict[str, Any]], schedules: Sequence[Schedule] = ()
-                    ) -> tuple[list[Added], int]:
+                    ) -> tuple[builtins.list[Added], int]:
         try:
             with self._write() as c:
                 sqlite_schedules.insert(c, schedules)

@@ -35,7 +35,7 @@ def export_history(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
         yield {k: d[k] for k in HISTORY_KEYS}
 
 
-def history_values(rows: Iterable[dict[str, Any]]) -> Iterator[tuple]:
+def history_values(rows: Iterable[dict[str, Any]]) -> Iterator[tuple[Any, ...]]:
     for d in rows:
         d = dict(d)
         for k in TIME_KEYS:

@@ -57,8 +57,8 @@ def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datet
     n, top = q(f"SELECT count(*), max(lateness_ms) {late}", (since_s,)).fetchone()
 
     def rank(k: int) -> float:  # the k-th smallest, 0-based
-        return q(f"SELECT lateness_ms {late} ORDER BY lateness_ms LIMIT 1 OFFSET ?",
-                 (since_s, k)).fetchone()[0]
+        return float(q(f"SELECT lateness_ms {late} ORDER BY lateness_ms LIMIT 1 OFFSET ?",
+                       (since_s, k)).fetchone()[0])
 
     median = p99 = None
     if n:

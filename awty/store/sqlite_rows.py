@@ -12,6 +12,10 @@ from ..slots import from_iso, iso
 from .jobdict import payload_of
 from .rules import kept
 
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from typing import Any
+
 JOB_COLUMNS = (
     "id", "entity_name", "entity_key", "kind", "target", "payload", "headers",
     "first_check_at", "next_check_at", "check_count", "attempt", "status", "max_checks",
@@ -55,7 +59,7 @@ def opt_iso(at: datetime | None) -> str | None:
     return iso(at) if at else None
 
 
-def row_to_job(r: tuple) -> Job:
+def row_to_job(r: tuple[Any, ...]) -> Job:
     # Positional, in Job's order: keywords cost a Job four times as much to build.
     return Job(
         r[0], _KINDS[r[3]], r[4], r[5], json.loads(r[6]) if r[6] else {}, r[1], r[2],
@@ -79,7 +83,7 @@ CLAIM_JSON = ", ".join(f"CASE WHEN {c} IS NULL THEN NULL ELSE printf('%!.17g', {
                       if c in _REAL else c for c in CLAIM_COLUMNS)
 
 
-def claimed_job(r: tuple, times: dict[str, datetime], owner: str, lease_until: datetime,
+def claimed_job(r: tuple[Any, ...], times: dict[str, datetime], owner: str, lease_until: datetime,
                 now: datetime) -> Job:
     """A claimed row (``CLAIM_COLUMNS``) as the Job the claim made of it. ``times``: instants
     already read in this claim (its rows share a slot and a few add times)."""
@@ -99,7 +103,7 @@ def _real(text: str | None) -> float | None:
     return None if text is None else float(text)
 
 
-def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple]) -> None:
+def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple[Any, ...]]) -> None:
     """``head`` (``INSERT INTO t (a, b, …)``) for every row, as multi-row VALUES statements of
     up to 999 parameters (SQLite's oldest limit): a statement is one step of SQLite's, with the
     GIL released, where ``executemany`` takes one step, and one GIL hand-over, per row."""
@@ -114,7 +118,7 @@ def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple])
                   [v for row in chunk for v in row])
 
 
-def job_to_row(j: Job, fingerprint: str | None) -> tuple:
+def job_to_row(j: Job, fingerprint: str | None) -> tuple[Any, ...]:
     return (
         j.id, j.entity_name, j.entity_key, j.kind, j.target, j.payload_json,
         json.dumps(j.headers, separators=(",", ":")) if j.headers else None,
@@ -139,19 +143,19 @@ def row_to_history(r: sqlite3.Row) -> HistoryRow:
     )
 
 
-def execution_to_row(e: Execution) -> tuple:
+def execution_to_row(e: Execution) -> tuple[Any, ...]:
     return (e.job_id, iso(e.at), e.slot, e.check, e.attempt, e.answer.value, e.status,
             e.duration_ms, e.lateness_ms, kept(e.error), e.host,
             e.pid)
 
 
-def row_to_execution(r: tuple) -> Execution:
+def row_to_execution(r: tuple[Any, ...]) -> Execution:
     return Execution(job_id=r[0], at=from_iso(r[1]), slot=r[2], check=r[3], attempt=r[4],
                      answer=_ANSWERS[r[5]], status=r[6], duration_ms=r[7], lateness_ms=r[8],
                      error=r[9], host=r[10], pid=r[11])
 
 
-def where(conditions: list[tuple[str, object]]) -> tuple[str, list]:
+def where(conditions: list[tuple[str, object]]) -> tuple[str, list[Any]]:
     """`` WHERE a = ? AND b >= ?`` and its parameters, from the (clause, value) pairs whose value
     is given; datetimes become stored instants."""
     used = [(c, iso(v) if isinstance(v, datetime) else v) for c, v in conditions
@@ -170,13 +174,14 @@ _PENDING_SLOTS = (
     "FROM s WHERE s.at IS NOT NULL) SELECT at FROM s)")
 
 
-def entity_filters(entity: str, key: str | None) -> tuple[str, list]:
+def entity_filters(entity: str, key: str | None) -> tuple[str, list[Any]]:
     """`` WHERE`` for one entity's jobs (and key, when given), through the slot-entity index."""
     cond, params = where([("entity_name = ?", entity), ("entity_key = ?", key)])
     return cond + " AND " + _PENDING_SLOTS, params
 
 
-def job_filters(status, slot, until, entity, key, kind) -> tuple[str, list]:
+def job_filters(status: str | None, slot: datetime | None, until: datetime | None,
+                entity: str | None, key: str | None, kind: str | None) -> tuple[str, list[Any]]:
     cond, params = where([("status = ?", status or None), ("next_check_at = ?", slot),
                           ("next_check_at <= ?", until), ("entity_name = ?", entity),
                           ("entity_key = ?", key), ("kind = ?", kind or None)])
