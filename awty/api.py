@@ -678,13 +678,14 @@ class Awty:
     # -- serve's tokens (awty token) --------------------------------------------------------
     def new_token(self, name: str, scopes: str | Iterable[str], *,
                   allow_callbacks: Iterable[str] = (), exec_dir: str | None = None,
-                  exec_env: Iterable[str] = ()) -> tuple[ApiToken, str]:
+                  exec_env: Iterable[str] = (), rate: str | None = None
+                  ) -> tuple[ApiToken, str]:
         """Make a token for ``awty serve``; returns its record and the token itself, which is
         never stored (only its SHA-256) nor shown again. ``Conflict`` for a name in use."""
         from . import tokens
 
         token = tokens.make(name, scopes, self.clock.now(), allow_callbacks=allow_callbacks,
-                            exec_dir=exec_dir, exec_env=exec_env)
+                            exec_dir=exec_dir, exec_env=exec_env, rate=rate)
         secret = tokens.new_secret()
         self.store.add_token(token, tokens.hash_of(secret))
         return token, secret

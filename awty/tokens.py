@@ -23,6 +23,11 @@ SCOPES = ("jobs:read", "jobs:write", "jobs:exec", "admin")
 PREFIX = "awty_"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+# --rate: N requests a second, minute or hour ("100/s", "6000/min", "1/h")
+RATE = re.compile(r"\s*([0-9]{1,9})\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*")
+PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600,
+           "hour": 3600}
+UNITS = {1: "s", 60: "min", 3600: "h"}
 
 
 def new_secret() -> str:
@@ -48,11 +53,25 @@ def parse_scopes(text: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(s for s in SCOPES if s in given)
 
 
+def parse_rate(text: str) -> tuple[int, int]:
+    """``100/s`` -> (100, 1): at most that many requests in that many seconds;
+    ``InvalidInput`` otherwise."""
+    m = RATE.fullmatch(text)
+    if not m or int(m.group(1)) == 0:
+        raise InvalidInput(f"--rate: {text!r} is not N/s, N/min or N/h (N at least 1), "
+                           "e.g. 100/s")
+    return int(m.group(1)), PERIODS[m.group(2)]
+
+
+def rate_text(count: int, period: int) -> str:
+    return f"{count}/{UNITS[period]}"
+
+
 def make(name: str, scopes: str | Iterable[str], now: datetime, *,
          allow_callbacks: Iterable[str] = (), exec_dir: str | None = None,
-         exec_env: Iterable[str] = ()) -> ApiToken:
+         exec_env: Iterable[str] = (), rate: str | None = None) -> ApiToken:
     """A token's record from what ``awty token new`` was given (``InvalidInput`` for a bad
-    name, scope, prefix or NAME=VALUE)."""
+    name, scope, prefix, NAME=VALUE or rate)."""
     if not NAME.fullmatch(name):
         raise InvalidInput(f"token name {name!r}: letters, digits, '.', '_' or '-' (at most "
                            "64, starting with a letter or digit)")
@@ -68,7 +87,8 @@ def make(name: str, scopes: str | Iterable[str], now: datetime, *,
         env[k] = v
     if exec_dir is not None and (not exec_dir.startswith("/") or not is_storable(exec_dir)):
         raise InvalidInput(f"--exec-dir: {exec_dir!r} must be an absolute path (UTF-8 text)")
-    return ApiToken(name, parse_scopes(scopes), now, None, prefixes, exec_dir, env)
+    rate = None if rate is None else rate_text(*parse_rate(rate))
+    return ApiToken(name, parse_scopes(scopes), now, None, prefixes, exec_dir, env, rate)
 
 
 def exec_environment(token: ApiToken, home: str) -> tuple[str, dict[str, str]]:

@@ -93,6 +93,10 @@ def token_new(
     exec_env: Annotated[Optional[list[str]], typer.Option(
         help="NAME=VALUE: the whole environment of those jobs (repeatable; default: "
              "PATH, HOME and LANG only).")] = None,
+    rate: Annotated[Optional[str], typer.Option(
+        help="At most N requests a second, minute or hour: N/s, N/min, N/h (e.g. 100/s); "
+             "answered 429 past it. Counted in each serve process (default: no "
+             "limit).")] = None,
     as_json: Json = False,
     home: Home = None,
 ) -> None:
@@ -103,21 +107,27 @@ def token_new(
       awty token new shop --scope jobs:read,jobs:write --allow-callbacks https://shop.internal/
 
       awty token new ops --scope jobs:read,jobs:write,jobs:exec --exec-dir /srv/jobs
+
+      awty token new crm --scope jobs:write --rate 100/s
     """
     token, secret = open_awty(home).new_token(
         name, scope, allow_callbacks=allow_callbacks or (), exec_dir=exec_dir,
-        exec_env=exec_env or ())
+        exec_env=exec_env or (), rate=rate)
     if as_json:
-        r.emit_json({"name": token.name, "scopes": list(token.scopes), "token": secret})
+        r.emit_json({"name": token.name, "scopes": list(token.scopes), "rate": token.rate,
+                     "token": secret})
         return
     r.out(secret)
-    r.err(f"awty: token {token.name!r} ({', '.join(token.scopes)}): shown once, keep it now")
+    limit = f", at most {token.rate}" if token.rate else ""
+    r.err(f"awty: token {token.name!r} ({', '.join(token.scopes)}{limit}): shown once, keep "
+          "it now")
 
 
 @token_app.command("list")
 @reports_errors
 def token_list(as_json: Json = False, home: Home = None) -> None:
-    """The tokens: name, scopes, created, last used (never the tokens themselves)."""
+    """The tokens: name, scopes, created, last used, rate limit (never the tokens
+    themselves)."""
     found = open_awty(home).tokens()
     docs = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at.isoformat(),
              "last_used_at": t.last_used_at.isoformat() if t.last_used_at else None,
@@ -125,9 +135,10 @@ def token_list(as_json: Json = False, home: Home = None) -> None:
     if as_json:
         r.emit_json(docs)
         return
-    r.table(None, ["name", "scopes", "created", "last used", "callbacks"],
+    r.table(None, ["name", "scopes", "created", "last used", "rate", "callbacks"],
             ([d["name"], ",".join(d["scopes"]), r.when(t.created_at, short=True),
-              r.when(t.last_used_at, short=True), " ".join(d["allow_callbacks"]) or "any"]
+              r.when(t.last_used_at, short=True), t.rate or "-",
+              " ".join(d["allow_callbacks"]) or "any"]
              for d, t in zip(docs, found, strict=True)))
 
 

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from ..errors import AwtyError, Busy, InvalidInput, StoreError
 from . import health, jobs, reads
 from .backend import Backend
+from .limits import Limiter
 from .metrics import ServeMetrics
 from .openapi import document
 from .options import ServeOptions
@@ -83,6 +84,7 @@ def build_app(awty: Awty, options: ServeOptions) -> Starlette:
     app.state.backend = backend
     app.state.options = options
     app.state.metrics = ServeMetrics()
+    app.state.limiter = Limiter()
     return app
 
 

@@ -1,6 +1,6 @@
 """Who is asking: a Bearer token (``awty token new``) or the console's cookie holding one,
 looked up by its SHA-256 on every request, so that a revoke is seen at once by every serve
-process; its scopes decide what it may do."""
+process; its scopes decide what it may do, its rate how often (``limits``)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ async def authorize(request: Request, scope: str, *, cookie: bool = False) -> Ap
             raise Problem(401, "unknown or revoked token",
                           headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
         token = found
+        wait = state.limiter.wait(token)
+        if wait is not None:
+            raise Problem(429, f"token {token.name!r} is over its rate limit ({token.rate}, "
+                          "per serve process)", headers={"Retry-After": str(wait)})
     if not allows(token, scope):
         raise Problem(403, f"token {token.name!r} lacks the {scope} scope (it has "
                       f"{', '.join(token.scopes)})")

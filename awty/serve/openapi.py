@@ -67,9 +67,16 @@ SUMMARY = {"type": "object", "properties": {"slot": _S, "ran": _I,
            "required": ["slot", "ran"]}
 
 
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds until the token has room again",
+                                 "required": True, "schema": _I}}
+
+
 def _problems(*codes: int) -> dict[str, Any]:
-    return {str(c): {"description": "A problem (RFC 9457)", "content": {
-        "application/problem+json": {"schema": _ref("Problem")}}} for c in codes}
+    return {str(c): {"description": "The token's rate limit (`awty token new --rate`, per "
+                                    "serve process) is hit" if c == 429 else
+                     "A problem (RFC 9457)",
+                     "content": {"application/problem+json": {"schema": _ref("Problem")}},
+                     **({"headers": _RETRY_AFTER} if c == 429 else {})} for c in codes}
 
 
 def _ok(schema: dict[str, Any], code: str = "200", **more: Any) -> dict[str, Any]:
@@ -83,7 +90,7 @@ _Q = [{"name": n, "in": "query", "required": False, "schema": _S} for n in (
     "status", "slot", "entity", "key", "kind", "after", "limit")]
 _HQ = [{"name": n, "in": "query", "required": False, "schema": _S} for n in (
     "outcome", "entity", "key", "since", "limit")]
-_AUTH = (401, 403, 503)
+_AUTH = (401, 403, 429, 503)
 
 
 def document() -> dict[str, Any]:
