@@ -646,6 +646,14 @@ class Awty:
                 limit: int | None = None) -> builtins.list[HistoryRow]:
         """Ended jobs matching every filter given (``since``: ended at or after), newest
         first."""
+        return list(self.iter_history(outcome=outcome, entity=entity, key=key, since=since,
+                                      limit=limit))
+
+    def iter_history(self, *, outcome: str | None = None, entity: str | None = None,
+                     key: str | None = None, since: datetime | None = None,
+                     limit: int | None = None) -> Iterator[HistoryRow]:
+        """``history`` a row at a time, as the store reads them (memory stays flat however
+        many)."""
         _filters(entity, key)
         return self.store.history(outcome=outcome, entity=entity, key=key,
                                   since=self._utc(since), limit=_limit(limit))

@@ -188,7 +188,7 @@ def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str],
     was written."""
     jobs, fps, rows, schedules, end = _read(lines, trust)
     held = store.count()
-    if held or store.history(limit=1) or store.schedules():
+    if held or any(True for _ in store.history(limit=1)) or store.schedules():
         raise InvalidInput(f"import needs an empty store: {where} already holds "
                            f"{held} pending job(s), history or schedules")
     added, n_history = store.import_home(jobs, fps, rows, schedules)

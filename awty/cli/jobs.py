@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any, Optional
 
 import typer
@@ -171,17 +172,15 @@ def list_(
     filters: dict[str, Any] = dict(status=status, slot=slot_arg(slot), entity=entity, key=key,
                                    kind=kind)
     # one more than shown tells whether anything was left out, without counting every time
-    jobs = list(a.list(**filters, limit=cap + 1 if cap else None))
-    more = 0
-    if cap and len(jobs) > cap:
-        jobs = jobs[:cap]
-        more = a.count(**filters) - cap
+    shown = Capped(lambda: a.list(**filters, limit=cap + 1 if cap else None), cap)
     if as_json:
-        r.emit_json([r.job_dict(j) for j in jobs])
+        r.emit_json_rows(r.job_dict(j) for j in shown)
     else:
-        r.jobs_table(jobs, utc)
-    if more > 0:
-        r.err(f"… {more:,} more (use --limit / --all)")
+        r.jobs_table(lambda: shown, utc)
+    if shown.cut:
+        more = a.count(**filters) - (cap or 0)
+        if more > 0:
+            r.err(f"… {more:,} more (use --limit / --all)")
 
 
 LIST_LIMIT = 100
@@ -230,19 +229,36 @@ def history(
         outcome = "failed"
     if outcome not in (None, "done", "gone", "cancelled", "failed", "expired"):
         raise InvalidInput("--outcome must be done, gone, cancelled, failed or expired")
+    if limit < 0:
+        raise InvalidInput("--limit must be 0 (all) or more")
     a = open_awty(home)
+    start = a.parse_time(since) if since else None
     # one more than shown tells whether the list was cut (history has no cheap count)
-    rows = a.history(outcome=outcome, entity=entity,
-                     since=a.parse_time(since) if since else None,
-                     limit=limit + 1 if limit else None)
-    cut = bool(limit) and len(rows) > limit
-    rows = rows[:limit] if cut else rows
+    shown = Capped(lambda: a.iter_history(outcome=outcome, entity=entity, since=start,
+                                          limit=limit + 1 if limit else None), limit or None)
     if as_json:
-        r.emit_json([r.history_dict(h) for h in rows])
+        r.emit_json_rows(r.history_dict(h) for h in shown)
     else:
-        r.history_table(rows, utc, failed=outcome == "failed")
-    if cut:
+        r.history_table(lambda: shown, utc, failed=outcome == "failed")
+    if shown.cut:
         r.err(f"… more than {limit:,} (use --limit N, or --limit 0 for all)")
+
+
+class Capped:
+    """The first ``cap`` rows ``read()`` gives (all for None), a row at a time, none held: a
+    read of a million rows stays flat. Each iteration reads afresh (a text table reads twice:
+    widths, then lines); ``cut`` says, after one, whether more rows followed."""
+
+    def __init__(self, read: Callable[[], Iterable[Any]], cap: int | None):
+        self.read, self.cap, self.cut = read, cap, False
+
+    def __iter__(self) -> Iterator[Any]:
+        self.cut = False
+        for n, item in enumerate(self.read()):
+            if n == self.cap:
+                self.cut = True
+                return
+            yield item
 
 
 @commands.command()

@@ -7,6 +7,7 @@ last column wraps; ids are never cut or wrapped. Pure text work: ``render`` does
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 GAP = 2
@@ -28,15 +29,26 @@ def col(c: Col | str, last: bool) -> Col:
 def cell(value: object) -> str:
     """One line per row, whatever a cell holds (an error message with newlines, a tab)."""
     text = "-" if value is None else str(value)
-    return " ".join(text.split()) if any(ch in text for ch in "\n\r\t") else text
+    # three `in` tests, not a generator over "\n\r\t": this runs for every cell of a table
+    return " ".join(text.split()) if "\n" in text or "\r" in text or "\t" in text else text
 
 
-def fit(cols: list[Col], rows: list[list[str]], width: int | None
+def natural_widths(cols: list[Col], rows: Iterable[list[str]]) -> list[int] | None:
+    """Each column's width with nothing cut, one row at a time; None when there is no row."""
+    widths = [len(c.name) for c in cols]
+    seen = False
+    for r in rows:
+        seen = True
+        widths = [max(w, len(text)) for w, text in zip(widths, r)]
+    return widths if seen else None
+
+
+def fit(cols: list[Col], natural: list[int], width: int | None
         ) -> tuple[list[int], list[int]]:
     """Which columns to show (indices) and their widths, so that a line fits ``width``
-    (None: no limit). When even every droppable column gone does not fit, the rest is shown
-    as it is: the terminal wraps the line, nothing is cut that must not be."""
-    natural = [max([len(c.name), *(len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
+    (None: no limit), from the ``natural_widths`` of the rows. When even every droppable
+    column gone does not fit, the rest is shown as it is: the terminal wraps the line,
+    nothing is cut that must not be."""
     keep = list(range(len(cols)))
     if width is None:
         return keep, natural
@@ -64,14 +76,16 @@ def fit(cols: list[Col], rows: list[list[str]], width: int | None
     return keep, [widths[i] for i in keep]
 
 
-def lines(cols: list[Col], rows: list[list[str]], width: int | None, bold: bool = False
-          ) -> list[str]:
+def lines(cols: list[Col], rows: Iterable[list[str]], natural: list[int], width: int | None,
+          bold: bool = False) -> Iterator[str]:
+    """The table's lines, a row at a time: ``natural`` is the rows' ``natural_widths`` (a
+    first reading of them), so that no row need be held."""
     import textwrap
 
-    keep, widths = fit(cols, rows, width)
+    keep, widths = fit(cols, natural, width)
     shown = [cols[i] for i in keep]
     head = _join([c.name for c in shown], widths)
-    out = [f"\x1b[1m{head}\x1b[0m" if bold else head]
+    yield f"\x1b[1m{head}\x1b[0m" if bold else head
     for r in rows:
         cells = [r[i] for i in keep]
         parts: list[list[str]] = []
@@ -83,8 +97,7 @@ def lines(cols: list[Col], rows: list[list[str]], width: int | None, bold: bool 
             else:
                 parts.append([text[: w - 1] + "…"])
         for n in range(max(len(p) for p in parts)):
-            out.append(_join([p[n] if n < len(p) else "" for p in parts], widths))
-    return out
+            yield _join([p[n] if n < len(p) else "" for p in parts], widths)
 
 
 def _join(cells: list[str], widths: list[int]) -> str:

@@ -171,8 +171,8 @@ class Store(Protocol):
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
                 key: str | None = None, since: datetime | None = None,
-                limit: int | None = None) -> builtins.list[HistoryRow]:
-        """Ended jobs, newest first."""
+                limit: int | None = None) -> Iterator[HistoryRow]:
+        """Ended jobs, newest first, streamed as ``list`` (memory stays flat)."""
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
               next_slots: int) -> StoreStats:

@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -46,6 +46,8 @@ from .spec import StoreSpec
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
+    from typing import Any
+
     from psycopg_pool import ConnectionPool
 
 # psycopg_pool logs reconnects as warnings; with no logging set up they would reach stderr
@@ -402,21 +404,7 @@ class PostgresStore:
         if limit is not None:
             sql += " LIMIT %s"
             params.append(limit)
-        return self._stream(sql, params)
-
-    def _stream(self, sql: str, params: list) -> Iterator[Job]:
-        # A server-side cursor: rows arrive a batch at a time, memory stays flat.
-        if self._pool is None:
-            raise StoreError("the store is closed")
-        try:
-            with self._pool.connection() as conn, conn.transaction(), \
-                    conn.cursor(name="awty_list") as cur:
-                cur.itersize = 2000
-                cur.execute(sql, params)
-                for r in cur:
-                    yield row_to_job(r)
-        except psycopg.Error as e:
-            raise self._error(e, "cannot list") from None
+        return self._rows_streamed(sql, "cannot list", params, row_to_job)
 
     def count(self, *, status: str | None = None, slot: datetime | None = None,
               until: datetime | None = None, entity: str | None = None,
@@ -440,7 +428,7 @@ class PostgresStore:
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
                 key: str | None = None, since: datetime | None = None,
-                limit: int | None = None) -> list[HistoryRow]:
+                limit: int | None = None) -> Iterator[HistoryRow]:
         used = [(c, v) for c, v in (
             ("outcome = %s", str(outcome) if outcome is not None else None),
             ("entity_name = %s", entity), ("entity_key = %s", key),
@@ -454,8 +442,7 @@ class PostgresStore:
         if limit is not None:
             sql += " LIMIT %s"
             params.append(limit)
-        with self._tx("cannot read history") as cur:
-            return [row_to_history(r) for r in cur.execute(sql, params)]
+        return self._rows_streamed(sql, "cannot read history", params, row_to_history)
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
               next_slots: int) -> StoreStats:
@@ -878,15 +865,19 @@ class PostgresStore:
             raise Unstorable(f"PostgreSQL at {self.where}: cannot import: {e}") from None
         return added, counted[0]
 
-    def _rows_streamed(self, sql: str, what: str) -> Iterator[tuple]:
+    def _rows_streamed(self, sql: str, what: str, params: Sequence = (),
+                       convert: Callable[[tuple], Any] = tuple) -> Iterator[Any]:
+        """A read of any size, each row through ``convert``: a server-side cursor, rows
+        arriving a batch at a time (memory stays flat), its connection held until the rows
+        are read or the iterator closed (or dropped)."""
         if self._pool is None:
             raise StoreError("the store is closed")
         try:
             with self._pool.connection() as conn, conn.transaction(), \
-                    conn.cursor(name="awty_export") as cur:
+                    conn.cursor(name="awty_rows") as cur:
                 cur.itersize = 2000
-                cur.execute(sql)
-                yield from cur
+                cur.execute(sql, params)
+                yield from map(convert, cur)  # (a tuple row stays itself through tuple)
         except psycopg.Error as e:
             raise self._error(e, what) from None
 

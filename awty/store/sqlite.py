@@ -317,13 +317,16 @@ class SQLiteStore:
 
     def history(self, *, outcome: str | None = None, entity: str | None = None,
                 key: str | None = None, since: datetime | None = None,
-                limit: int | None = None) -> builtins.list[HistoryRow]:
+                limit: int | None = None) -> Iterator[HistoryRow]:
         cond, params = where([("outcome = ?", outcome or None), ("entity_name = ?", entity or None),
                               ("entity_key = ?", key), ("ended_at >= ?", since)])
         sql = "SELECT * FROM job_history" + cond + " ORDER BY seq DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [row_to_history(r) for r in self._rows(sql, params)]
+        cur = self.conn.cursor()
+        cur.row_factory = sqlite3.Row
+        for r in cur.execute(sql, params):
+            yield row_to_history(r)
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
               next_slots: int) -> StoreStats:

@@ -73,7 +73,7 @@ def finished(p: subprocess.Popen, timeout: float = 120) -> list[str]:
 def ended_once(store, n: int) -> None:
     """Every job of the slot ended, each exactly once."""
     assert store.count() == 0
-    rows = store.history(limit=n + 10)
+    rows = list(store.history(limit=n + 10))
     assert len(rows) == n and len({r.id for r in rows}) == n
 
 
