@@ -273,6 +273,10 @@ class RemoteStore:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        if not self.up:  # asked nothing (calls go to it once up): nothing of the run's to finish.
+            # It may still be opening its store: connecting to a server gone silent waits out
+            # the whole connect timeout, which an outage run's give-up bound cannot include.
+            proc.kill()
         try:
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.write_eof()

@@ -584,7 +584,10 @@ class PostgresStore:
         finally:
             self._sessions.pop(owner, None)
             try:  # unlock first: a closed connection's backend lets go a moment later
-                if self._known_down() is None:  # else no answer would come
+                # Not while the last word on the server is "unreachable", even once that word
+                # is old enough to be asked again: the unlock would wait a whole probe (up to
+                # the connect timeout) at the end of a run that is giving up.
+                if self._down_since is None:
                     with self._watch.statement(conn):
                         conn.execute(self.sql.session_unlock,
                                      (self._owner_class, lock_key(owner)))

@@ -287,3 +287,33 @@ def test_a_claimed_job_crosses_to_the_runner_whole():
     back = remote.job_in(remote.job_out(job), claim["lease_owner"], claim["lease_until"])
     assert back == job
     assert len(remote.job_out(job)) == len(Job._fields) - len(claim)
+
+
+def test_a_store_process_still_opening_its_store_is_not_waited_for():
+    """A run that ends (an outage run giving up) while its store process is still opening the
+    store, at a server that accepts and never answers: the process was asked nothing, so it
+    is ended at once, not after its connect timeout (5 s here), which the outage run's
+    give-up bound does not include (tests/reliability/test_outage.py)."""
+    import socket
+
+    from awty.store.spec import StoreSpec
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel completes the handshake; nothing ever answers
+    url = f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/postgres"
+
+    async def run() -> tuple[float, remote.RemoteStore]:
+        r = remote.RemoteStore(StoreSpec("postgres", url, connect_timeout=5),
+                               asyncio.get_running_loop())
+        await asyncio.sleep(0.5)  # its Python has started; it is connecting
+        t0 = time.monotonic()
+        await r.aclose()
+        return time.monotonic() - t0, r
+
+    try:
+        took, r = asyncio.run(run())
+    finally:
+        silent.close()
+    assert not r.up
+    assert took < 2.5, f"aclose waited {took:.1f} s for a store process asked nothing"
