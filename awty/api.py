@@ -439,12 +439,21 @@ class Awty:
                               start=start, tz=tz, missed=missed,
                               missed_window=_seconds(missed_window), **job)[0]
 
-    def schedules(self) -> builtins.list[Any]:
+    def schedules(self, *, after: str | None = None,
+                  limit: int | None = None) -> builtins.list[Any]:
         """Every schedule with its rule in words, jobs pending and last outcome
-        (``schedules.ScheduleInfo``), by name."""
+        (``schedules.ScheduleInfo``), by name; a page of them: the names after ``after``, at
+        most ``limit``."""
         from . import schedules
 
-        return schedules.infos(self)
+        return schedules.infos(self, after=after, limit=limit)
+
+    def schedule_info(self, name: str) -> Any:
+        """One schedule as ``schedules`` lists it (``schedules.ScheduleInfo``); raises
+        ``ScheduleNotFound``."""
+        from . import schedules
+
+        return schedules.infos(self, name=_schedule_name(name))[0]
 
     def get_schedule(self, name: str) -> Schedule:
         """Raises ``ScheduleNotFound``."""

@@ -97,3 +97,19 @@ def show_document(view: JobView, executions: list[Execution]) -> dict[str, Any]:
     """``awty show --json``'s document: a pending job (``state`` its status) or how it ended
     (``state`` "ended", its last history row, every ended run), with each execution."""
     return {**view.as_dict(), "executions": [execution_dict(e) for e in executions]}
+
+
+def schedule_dict(info: Any) -> dict[str, Any]:
+    """``awty schedule list --json``'s row for a ``schedules.ScheduleInfo`` (the API's and the
+    console's too)."""
+    s = info.schedule
+    return {"name": s.name, "rule": info.rule, "cron": s.cron, "every": s.every,
+            "zone": s.zone, "missed": s.missed, "next": iso(s.next_at),
+            "paused": s.paused_at is not None, "last_outcome": info.last_outcome,
+            "last_at": iso(info.last_at) if info.last_at else None, "pending": info.pending,
+            "kind": s.template.kind.value, "target": s.template.target}
+
+
+def schedule_document(info: Any, upcoming: list[Any]) -> dict[str, Any]:
+    """``awty schedule show --json``'s document: the list row and the next occurrences."""
+    return {**schedule_dict(info), "next_occurrences": [iso(t) for t in upcoming]}

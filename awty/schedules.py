@@ -128,10 +128,21 @@ def get(a: Awty, name: str) -> Schedule:
     return s
 
 
-def infos(a: Awty) -> list[ScheduleInfo]:
-    last = a.store.schedule_outcomes()
+def infos(a: Awty, *, after: str | None = None, limit: int | None = None,
+          name: str | None = None) -> list[ScheduleInfo]:
+    """The schedules by name (code point order on both stores, whatever a PostgreSQL
+    collation would say, so a page's ``after`` cursor means the same on each): those after
+    ``after``, at most ``limit``; or only ``name`` (``ScheduleNotFound`` if none)."""
+    if name is not None:
+        chosen = [get(a, name)]
+    else:
+        chosen = sorted(a.store.schedules(), key=lambda s: s.name)
+        if after is not None:
+            chosen = [s for s in chosen if s.name > after]
+        chosen = chosen[:limit]
+    last = a.store.schedule_outcomes() if chosen else {}
     return [ScheduleInfo(s, describe(rule_of(s)), len(a.store.schedule_jobs(s.name)),
-                         *last.get(s.name, (None, None))) for s in a.store.schedules()]
+                         *last.get(s.name, (None, None))) for s in chosen]
 
 
 def next_occurrences(a: Awty, name: str, n: int = 10) -> list[datetime]:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..documents import schedule_dict, schedule_document
 from ..errors import InvalidInput
 from ..slots import iso, slot_for, slot_id
 from . import render as r
@@ -105,7 +106,7 @@ def list_(as_json: Json = False, utc: Utc = False, home: Home = None) -> None:
     """
     infos = open_awty(home).schedules()
     if as_json:
-        r.emit_json([_info_dict(i) for i in infos])
+        r.emit_json([schedule_dict(i) for i in infos])
         return
     r.table(None, ["name", "rule", "zone", "next", "last", "paused"], [
         [i.schedule.name, i.rule, i.schedule.zone,
@@ -251,22 +252,11 @@ def _quote(command: str) -> str:
     return shlex.quote(command)
 
 
-def _info_dict(i: Any) -> dict[str, Any]:
-    s = i.schedule
-    return {"name": s.name, "rule": i.rule, "cron": s.cron, "every": s.every, "zone": s.zone,
-            "missed": s.missed, "next": iso(s.next_at), "paused": s.paused_at is not None,
-            "last_outcome": i.last_outcome,
-            "last_at": iso(i.last_at) if i.last_at else None, "pending": i.pending,
-            "kind": s.template.kind.value, "target": s.template.target}
-
-
 def _show(a: Any, name: str, utc: bool, as_json: bool, added: bool = False) -> None:
-    (info,) = [i for i in a.schedules() if i.schedule.name == name] or [None]
-    if info is None:
-        a.get_schedule(name)  # raises ScheduleNotFound
+    info = a.schedule_info(name)
     nxt = a.next_occurrences(name, 3)
     if as_json:
-        r.emit_json({**_info_dict(info), "next_occurrences": [iso(t) for t in nxt]})
+        r.emit_json(schedule_document(info, nxt))
         return
     s = info.schedule
     if added:

@@ -6,7 +6,8 @@ imported by any other command.
 - ``app``: the Starlette app: one ``Awty`` used from one worker thread, the routes of each area
 - ``problems``: errors as RFC 9457 ``application/problem+json``
 - ``auth``: Bearer tokens (``awty token``) and their scopes
-- ``jobs``, ``reads``: the ``/v1`` routes; ``openapi``: the document they are held to
+- ``jobs``, ``schedules``, ``reads``: the ``/v1`` routes; ``openapi``: the document they are
+  held to
 - ``health``: ``/healthz``, ``/readyz``, ``/metrics``; ``console``: the web console
 """
 

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import AwtyError, Busy, InvalidInput, StoreError
-from . import health, jobs, reads
+from . import health, jobs, reads, schedules
 from .backend import Backend
 from .limits import Limiter
 from .metrics import ServeMetrics
@@ -76,7 +76,7 @@ def build_app(awty: Awty, options: ServeOptions) -> Starlette:
     from . import console
 
     app = Starlette(
-        routes=[*jobs.ROUTES, *reads.ROUTES, *health.ROUTES,
+        routes=[*jobs.ROUTES, *schedules.ROUTES, *reads.ROUTES, *health.ROUTES,
                 Route("/v1/openapi.json", openapi, methods=["GET"]), *console.ROUTES],
         exception_handlers={Problem: _problem, AwtyError: _awty_error,
                             HTTPException: _http_error, Exception: _unexpected},

@@ -25,19 +25,26 @@ if TYPE_CHECKING:
 LIST_LIMIT, LIST_MAX = 100, 1000
 
 
+def admit(token: ApiToken, spec: dict[str, Any], index: int | None = None) -> None:
+    """What ``token`` may add over HTTP (a job, or a schedule's occurrences): no ``cwd`` (an
+    exec job runs in the token's own directory), exec and python only with ``jobs:exec``,
+    callbacks under the token's prefixes; ``Problem`` 400 or 403 naming the field."""
+    if "cwd" in spec:
+        raise Problem(400, "cwd: over HTTP an exec job runs in its token's --exec-dir",
+                      field="cwd", index=index)
+    try:
+        tokens.check_spec(token, spec)
+    except PermissionError as e:
+        raise Problem(403, str(e), field=str(e).split(":")[0], index=index) from None
+
+
 def _add(a: Awty, token: ApiToken, specs: list[Any], single: bool) -> list[AddResult]:
     for i, spec in enumerate(specs):
         at = None if single else i
         if not isinstance(spec, dict):
             raise Problem(400, "the body must be a JSON object (a job, as an `add --batch` line)"
                           if single else f"line {i + 1}: not a JSON object", index=at)
-        if "cwd" in spec:
-            raise Problem(400, "cwd: over HTTP an exec job runs in its token's --exec-dir",
-                          field="cwd", index=at)
-        try:
-            tokens.check_spec(token, spec)
-        except PermissionError as e:
-            raise Problem(403, str(e), field=str(e).split(":")[0], index=at) from None
+        admit(token, spec, at)
     where, env = tokens.exec_environment(token, str(a.home))
     return a.add_many(specs, cwd=where, environ=env, _single=single)
 
@@ -142,16 +149,16 @@ def _position(a: Awty, after: str) -> Any:
 async def list_jobs(request: Request) -> Response:
     await authorize(request, "jobs:read")
     q = dict(request.query_params)
-    limit = _int(q.pop("limit", None), LIST_LIMIT, LIST_MAX)
+    limit = query_int(q.pop("limit", None), LIST_LIMIT, LIST_MAX)
     after = q.pop("after", None)
     return JSONResponse(await request.app.state.backend.run(job_page, q, limit, after))
 
 
-def _int(text: str | None, default: int, top: int) -> int:
+def query_int(text: str | None, default: int, top: int, name: str = "limit") -> int:
     if text is None:
         return default
     if not text.isdigit() or not 0 < int(text) <= top:
-        raise Problem(400, f"limit must be 1 to {top}", field="limit")
+        raise Problem(400, f"{name} must be 1 to {top}", field=name)
     return int(text)
 
 

@@ -54,7 +54,8 @@ SHOWN = {"oneOf": [
 ]}
 PROBLEM = _obj({"type": _S, "title": _S, "status": _I, "detail": _S, "field": _S,
                 "index": _I, "runner": _SN}, ["type", "title", "status", "detail"])
-NEW_JOB = {"type": "object", "description": "The fields of an `awty add --batch` line.",
+NEW_JOB: dict[str, Any] = {
+           "type": "object", "description": "The fields of an `awty add --batch` line.",
            "properties": {"target": _S, "at": {"type": ["string", "number"]},
                           "in": {"type": ["string", "number"]},
                           "kind": {"enum": ["http", "exec", "python"]}, "payload": _ANY,
@@ -62,6 +63,24 @@ NEW_JOB = {"type": "object", "description": "The fields of an `awty add --batch`
                           "idempotency_key": _S, "max_checks": _I, "horizon": _ANY,
                           "timeout": _ANY, "max_attempts": _I, "misfire_grace": _ANY},
            "required": ["target"]}
+SCHEDULE = _obj({
+    "name": _S, "rule": _S, "cron": _SN, "every": _IN, "zone": _S,
+    "missed": {"enum": ["skip", "once", "all"]}, "next": _S, "paused": {"type": "boolean"},
+    "last_outcome": _SN, "last_at": _SN, "pending": _I,
+    "kind": {"enum": ["http", "exec", "python"]}, "target": _S})
+SHOWN_SCHEDULE = _obj({**SCHEDULE["properties"],
+                       "next_occurrences": {"type": "array", "items": _S}})
+_DURATION = {"type": ["string", "number"]}
+NEW_SCHEDULE = {
+    "type": "object",
+    "description": "The options of `awty schedule add` (cron or every), and the job fields of "
+                   "an `add --batch` line but at, in, idempotency_key and cwd.",
+    "properties": {"name": _S, "target": _S, "cron": _S, "every": _DURATION, "start": _S,
+                   "tz": _S, "missed": {"enum": ["skip", "once", "all"]},
+                   "missed_window": _DURATION, **{
+                       k: v for k, v in NEW_JOB["properties"].items()
+                       if k not in ("at", "in", "idempotency_key")}},
+    "required": ["name", "target"]}
 SUMMARY = {"type": "object", "properties": {"slot": _S, "ran": _I,
                                             "outcomes": {"type": "object"}},
            "required": ["slot", "ran"]}
@@ -91,12 +110,21 @@ _Q = [{"name": n, "in": "query", "required": False, "schema": _S} for n in (
 _HQ = [{"name": n, "in": "query", "required": False, "schema": _S} for n in (
     "outcome", "entity", "key", "since", "limit")]
 _AUTH = (401, 403, 429, 503)
+_NAME = [{"name": "name", "in": "path", "required": True, "schema": _S,
+          "description": "A schedule's name"}]
 
 
 def document() -> dict[str, Any]:
     jobs_page = _obj({"jobs": {"type": "array", "items": _ref("Job")}, "next": _SN})
     batch = _obj({"created": _I, "jobs": {"type": "array", "items": _obj(
         {**JOB["properties"], "created": {"type": "boolean"}})}})
+    schedules_page = _obj({"schedules": {"type": "array", "items": _ref("Schedule")},
+                           "next": _SN})
+
+    def on_schedule(summary: str, ok: dict[str, Any], *codes: int) -> dict[str, Any]:
+        return {"post": {"summary": summary, "parameters": _NAME,
+                         "responses": {**_ok(ok), **_problems(400, 404, *codes, *_AUTH)}}}
+
     return {
         "openapi": "3.1.0",
         "info": {"title": "awty", "version": __version__,
@@ -105,7 +133,8 @@ def document() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {"Job": JOB, "Execution": EXECUTION, "History": HISTORY,
                         "ShownJob": SHOWN, "Problem": PROBLEM, "NewJob": NEW_JOB,
-                        "RunSummary": SUMMARY},
+                        "RunSummary": SUMMARY, "Schedule": SCHEDULE,
+                        "ShownSchedule": SHOWN_SCHEDULE, "NewSchedule": NEW_SCHEDULE},
         },
         "security": [{"bearer": []}],
         "paths": {
@@ -147,6 +176,37 @@ def document() -> dict[str, Any]:
             "/v1/jobs/{id}/retry": {"post": {
                 "summary": "Re-arm an ended job", "parameters": _ID,
                 "responses": {**_ok(_ref("Job")), **_problems(400, 404, 409, *_AUTH)}}},
+            "/v1/schedules": {
+                "post": {"summary": "Add a recurring schedule",
+                         "requestBody": {"required": True, "content": {"application/json": {
+                             "schema": _ref("NewSchedule")}}},
+                         "responses": {**_ok(_ref("ShownSchedule"), "201"),
+                                       **_problems(400, 409, 413, *_AUTH)}},
+                "get": {"summary": "List schedules, by name", "parameters": [
+                    {"name": n, "in": "query", "required": False, "schema": _S}
+                    for n in ("after", "limit")],
+                        "responses": {**_ok(schedules_page), **_problems(400, *_AUTH)}},
+            },
+            "/v1/schedules/{name}": {
+                "get": {"summary": "A schedule and its next occurrences", "parameters": [
+                    *_NAME, {"name": "n", "in": "query", "required": False, "schema": _S,
+                             "description": "How many occurrences (default 3)"}],
+                        "responses": {**_ok(_ref("ShownSchedule")),
+                                      **_problems(400, 404, *_AUTH)}},
+                "delete": {"summary": "Remove a schedule; its pending occurrences are "
+                                      "cancelled", "parameters": _NAME,
+                           "responses": {**_ok(_obj({"removed": _S, "cancelled": {
+                               "type": "array", "items": _S}})),
+                                         **_problems(400, 404, 409, *_AUTH)}},
+            },
+            "/v1/schedules/{name}/pause": on_schedule(
+                "Pause: the pending occurrence is cancelled until resume",
+                _ref("ShownSchedule"), 409),
+            "/v1/schedules/{name}/resume": on_schedule(
+                "Resume: occurrences missed meanwhile follow the missed policy",
+                _ref("ShownSchedule"), 409),
+            "/v1/schedules/{name}/run": on_schedule(
+                "Fire the target now (none of the occurrences)", _ref("RunSummary"), 409),
             "/v1/history": {"get": {
                 "summary": "Ended jobs, newest first", "parameters": _HQ,
                 "responses": {**_ok(_obj({"history": {"type": "array",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..documents import job_dict, show_document
+from ..documents import job_dict, schedule_dict, show_document
 from ..slots import current_slot
 from .chart import next_day
 from .reads import OUTCOMES, history_rows
@@ -57,10 +57,4 @@ def history(a: Awty, q: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def schedules(a: Awty) -> list[dict[str, Any]]:
-    from ..slots import iso
-
-    return [{"name": i.schedule.name, "rule": i.rule, "zone": i.schedule.zone,
-             "target": i.schedule.template.target, "kind": i.schedule.template.kind.value,
-             "next_at": iso(i.schedule.next_at), "paused": i.schedule.paused_at is not None,
-             "pending": i.pending, "last_outcome": i.last_outcome,
-             "last_at": iso(i.last_at) if i.last_at else None} for i in a.schedules()]
+    return [schedule_dict(i) for i in a.schedules()]

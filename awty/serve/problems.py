@@ -9,7 +9,9 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..errors import AwtyError, Busy, Conflict, InvalidInput, JobNotFound, StoreError
+from ..errors import (
+    AwtyError, Busy, Conflict, InvalidInput, JobNotFound, ScheduleNotFound, StoreError,
+)
 
 PROBLEM_TYPE = "application/problem+json"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
@@ -47,7 +49,7 @@ class Problem(Exception):
 def status_of(e: AwtyError) -> int:
     if isinstance(e, InvalidInput):
         return 400
-    if isinstance(e, JobNotFound):
+    if isinstance(e, (JobNotFound, ScheduleNotFound)):
         return 404
     if isinstance(e, (Busy, StoreError)):
         return 503

@@ -115,6 +115,17 @@ class Server:
             self.check(method, path, a)
         return a
 
+    def walk(self, path: str, key: str, limit: int) -> list[Any]:
+        """Every item of a paged list (``key``), following its ``next`` links from ``path``;
+        each page holds at most ``limit``."""
+        seen: list[Any] = []
+        while path:
+            page = self.call("GET", path).body
+            assert len(page[key]) <= limit, (path, len(page[key]))
+            seen += page[key]
+            path = page["next"]
+        return seen
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

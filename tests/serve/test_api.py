@@ -51,12 +51,7 @@ def test_add_show_list_and_idempotency(served):
 @pytest.mark.slow
 def test_cursor_pagination_walks_every_job_once(served):
     ids = [add(served, **{"in": f"{h}h"}).body["id"] for h in (3, 1, 2, 1, 5)]
-    seen, path = [], "/v1/jobs?limit=2"
-    while path:
-        page = served.call("GET", path).body
-        assert len(page["jobs"]) <= 2
-        seen += [j["id"] for j in page["jobs"]]
-        path = page["next"]
+    seen = [j["id"] for j in served.walk("/v1/jobs?limit=2", "jobs", 2)]
     assert sorted(seen) == sorted(ids) and len(seen) == len(set(seen))
     by_id = served.call("GET", f"/v1/jobs?after={seen[0]}&limit=10").body
     assert [j["id"] for j in by_id["jobs"]] == seen[1:]
