@@ -511,6 +511,10 @@ class LeaseGroup(Record):
         return _seal(s, cls)
 
 
+# A histogram the store computed: (cumulative counts at or under each bound, count, sum)
+Durations = tuple[list[int], int, float]
+
+
 class StoreStats(Record):
     """Aggregates for ``awty stats``, computed by the store (never by holding rows)."""
 

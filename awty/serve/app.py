@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -17,7 +18,7 @@ from ..errors import AwtyError, Busy, InvalidInput, StoreError
 from . import health, jobs, reads, schedules
 from .backend import Backend
 from .limits import Limiter
-from .metrics import ServeMetrics
+from .metrics import ServeMetrics, Timed
 from .openapi import document
 from .options import ServeOptions
 from .problems import Problem, from_error
@@ -75,15 +76,16 @@ def build_app(awty: Awty, options: ServeOptions) -> Starlette:
 
     from . import console
 
+    metrics = ServeMetrics()
     app = Starlette(
         routes=[*jobs.ROUTES, *schedules.ROUTES, *reads.ROUTES, *health.ROUTES,
                 Route("/v1/openapi.json", openapi, methods=["GET"]), *console.ROUTES],
         exception_handlers={Problem: _problem, AwtyError: _awty_error,
                             HTTPException: _http_error, Exception: _unexpected},
-        lifespan=lifespan)
+        middleware=[Middleware(Timed, metrics=metrics)], lifespan=lifespan)
     app.state.backend = backend
     app.state.options = options
-    app.state.metrics = ServeMetrics()
+    app.state.metrics = metrics
     app.state.limiter = Limiter()
     return app
 

@@ -72,8 +72,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import (
-    Added, ApiToken, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
-    Reslot, Schedule, StoreHealth, StoreStats,
+    Added, ApiToken, CancelResult, Decision, Durations, End, Execution, HistoryRow, Job,
+    LeaseGroup, Reslot, Schedule, StoreHealth, StoreStats,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +178,13 @@ class Store(Protocol):
               next_slots: int) -> StoreStats:
         """Pending work at ``now`` (``current`` is the current slot) and what ended or ran
         since ``since``; lateness percentiles over the executions in that window."""
+
+    def durations(self, since: datetime, executions_ms: Sequence[float],
+                  runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
+        """Since ``since``, as histograms over the bounds given (ascending): each execution's
+        duration (a callback's answer, an exec or python job's run), and each run's (one
+        runner process's executions of one slot: the first start to the last end; a run that
+        executed nothing is not there). Computed by the store, never by holding rows."""
 
     def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         """Jobs in flight grouped by owner, with how many leases expired and whether the

@@ -180,6 +180,11 @@ TEXTS = {
         percentile_cont(0.5) WITHIN GROUP (ORDER BY lateness_ms),
         percentile_cont(0.99) WITHIN GROUP (ORDER BY lateness_ms), max(lateness_ms)
     FROM {s}.job_execution WHERE at >= %s AND lateness_ms IS NOT NULL""",
+    "durations_executions": "SELECT duration_ms AS d FROM {s}.job_execution WHERE at >= %s",
+    # a run: one runner process's executions of one slot
+    "durations_runs": "SELECT max(extract(epoch FROM at)::float8 * 1000 "
+                      "+ coalesce(duration_ms, 0)) - min(extract(epoch FROM at)::float8 * 1000) "
+                      "AS d FROM {s}.job_execution WHERE at >= %s GROUP BY slot, host, pid",
     "owner_alive": "SELECT %(owner_key)s IN (" + ALIVE + ")",
     "session_lock": "SELECT pg_advisory_lock_shared(%s, %s)",
     # the session lock is held by the backend this statement runs on (not so behind a pooler

@@ -31,8 +31,8 @@ from ..config import SCHEMA_NAME, SYSTEM_SCHEMA, system_schema, url_passwords
 from ..slots import iso, parse_slot_id
 from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError, Unstorable
 from ..model import (
-    Added, ApiToken, Answer, CancelResult, Decision, End, Execution, HistoryRow, Job,
-    LeaseGroup, Outcome, Reslot, Schedule, StoreHealth, StoreStats, run_order,
+    Added, ApiToken, Answer, CancelResult, Decision, Durations, End, Execution, HistoryRow,
+    Job, LeaseGroup, Outcome, Reslot, Schedule, StoreHealth, StoreStats, run_order,
 )
 from . import pg_migrations, pg_portable, pg_schedules, rules
 from .jobdict import job_from_json
@@ -480,6 +480,19 @@ class PostgresStore:
         with self._tx("cannot read executions") as cur:
             row = cur.execute(self.sql.last_fired).fetchone()
         return (parse_slot_id(row[0]), row[1]) if row and row[0] else None
+
+    def durations(self, since: datetime, executions_ms: Sequence[float],
+                  runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
+        def histogram(cur, source: str, bounds: Sequence[float]) -> Durations:
+            cols = "".join(f"count(*) FILTER (WHERE d <= {float(b)!r}), " for b in bounds)
+            *counts, n, total = cur.execute(
+                f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) AS x "
+                "WHERE d IS NOT NULL", (since,)).fetchone()
+            return list(counts), n, float(total)
+
+        with self._tx("cannot read executions") as cur:
+            return (histogram(cur, self.sql.durations_executions, executions_ms),
+                    histogram(cur, self.sql.durations_runs, runs_ms))
 
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur, where: str, params: dict, now: datetime,

@@ -22,8 +22,8 @@ from urllib.parse import quote
 from ..errors import JobNotFound, StoreError, Unstorable
 from ..ids import shard_of
 from ..model import (
-    Added, ApiToken, CancelResult, Decision, End, Execution, HistoryRow, Job, LeaseGroup,
-    Outcome, Reslot, Schedule, StoreHealth, StoreStats,
+    Added, ApiToken, CancelResult, Decision, Durations, End, Execution, HistoryRow, Job,
+    LeaseGroup, Outcome, Reslot, Schedule, StoreHealth, StoreStats,
 )
 from ..slots import from_iso, is_boundary, iso, slot_for
 from . import migrations, rules, sqlite_portable, sqlite_reports, sqlite_schedules
@@ -338,6 +338,10 @@ class SQLiteStore:
 
     def last_fired(self) -> tuple[datetime, datetime] | None:
         return sqlite_reports.last_fired(self.conn)
+
+    def durations(self, since: datetime, executions_ms: Sequence[float],
+                  runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
+        return sqlite_reports.durations(self.conn, since, executions_ms, runs_ms)
 
     # -- changing -------------------------------------------------------------------------
     def _running(self, job: Job, now: datetime) -> bool:

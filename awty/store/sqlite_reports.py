@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from ..model import LeaseGroup, StoreHealth, StoreStats
+from ..model import Durations, LeaseGroup, StoreHealth, StoreStats
 from ..slots import from_iso, iso, parse_slot_id
 
 Alive = Callable[[str | None], bool | None]
@@ -32,6 +32,25 @@ def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:
     if not row or not row[0]:
         return None
     return parse_slot_id(row[0]), from_iso(row[1])
+
+
+# a run: one runner process's executions of one slot (julianday: milliseconds are kept)
+_RUNS = ("SELECT max(julianday(at) * 86400000.0 + coalesce(duration_ms, 0)) "
+         "- min(julianday(at) * 86400000.0) AS d FROM job_event WHERE at >= ? "
+         "GROUP BY slot, host, pid")
+
+
+def durations(conn: sqlite3.Connection, since: datetime, executions_ms: Sequence[float],
+              runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
+    def histogram(source: str, bounds: Sequence[float]) -> Durations:
+        cols = "".join(f"coalesce(sum(d <= {float(b)!r}), 0), " for b in bounds)
+        *counts, n, total = conn.execute(
+            f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) WHERE d IS NOT NULL",
+            (iso(since),)).fetchone()
+        return list(counts), n, float(total)
+
+    return (histogram("SELECT duration_ms AS d FROM job_event WHERE at >= ?", executions_ms),
+            histogram(_RUNS, runs_ms))
 
 
 def _counts(conn: sqlite3.Connection, sql: str, *params: object) -> dict[str, int]:
