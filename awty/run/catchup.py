@@ -21,7 +21,7 @@ from ..slots import slot_id
 from ..store.base import Store
 from .attempts import RunOptions, close_all
 from .slotrun import Backlog, SlotRun, catch_stop_signals
-from .storeproc import RunStore
+from .storeproc import RunStoreCalls
 
 
 class CatchupSummary:
@@ -69,7 +69,7 @@ class CatchUp:
 
     def __init__(self, store: Store, settings: Settings, loop: asyncio.AbstractEventLoop,
                  mode: str, run_slot: RunSlot):
-        self.store = RunStore(store, mode, settings.batch_size, loop)
+        self.store = RunStoreCalls(store, mode, settings.batch_size, loop)
         self.executors: dict[Kind, Any] = {}
         self.backlog = Backlog(settings.batch_size)
         self._run_slot = run_slot

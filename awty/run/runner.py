@@ -44,7 +44,7 @@ from .attempts import Executing, RunOptions, close_all, executor_for, warm_http
 from .catchup import CatchUp, CatchupSummary, OpenSlot, late_work
 from .reconcile import Reconciler
 from .slotrun import SlotRun
-from .storeproc import RunStore
+from .storeproc import RunStoreCalls
 
 if TYPE_CHECKING:
     from logging import Logger
@@ -225,7 +225,7 @@ class Runner:
             run = IdsRun(
                 ids, clock=self.clock, settings=self.settings, owner=owner, summary=summary,
                 # a few named jobs: their own store, no store process
-                store=RunStore(self.store, "off", self.settings.batch_size,
+                store=RunStoreCalls(self.store, "off", self.settings.batch_size,
                                asyncio.get_running_loop()),
                 slot=current_slot(self.clock.now(), self.settings.resolution),
                 # slot None: the job's own slot, what the receiver, AWTY_SLOT and history call it
@@ -313,7 +313,7 @@ class Runner:
         if catch_up is not None:  # a catch-up's slot: the store calls of every slot
             store = catch_up.store
         else:
-            store = RunStore(self.store, self.settings.store_process, self.settings.batch_size,
+            store = RunStoreCalls(self.store, self.settings.store_process, self.settings.batch_size,
                              asyncio.get_running_loop())
         run = SlotRun(
             store=store, clock=self.clock, settings=self.settings, slot=slot, shard=opts.shard,

@@ -1,6 +1,6 @@
 """One run of one slot's claims: claim -> start -> execute -> record.
 
-Store calls are futures on the run's event loop (``RunStore.call``): claims and starts go
+Store calls are futures on the run's event loop (``RunStoreCalls.call``): claims and starts go
 through one thread (``io``), results through another (``rec_io``), so a batch's write never
 holds up the start of the next chunk; once a slot proves big (a claim comes back full, setting
 ``store_process``), the same calls go to a store process on the other core (run/storeproc.py)
@@ -51,7 +51,7 @@ from ..config import Settings
 from ..errors import Busy, Interrupted, SessionLost, Unstorable
 from ..model import ALL_KINDS, Decision, Execution, Job, SlotSummary
 from ..policy import unstorable
-from .storeproc import RunStore
+from .storeproc import RunStoreCalls
 
 # execute(job, events, done): start executing ``job`` (its executions appended to ``events``);
 # done(job, outcome) comes once, from a callback of the loop, with its Decision, or with the
@@ -116,7 +116,7 @@ class Gates(Protocol):
 
 
 class SlotRun:
-    def __init__(self, *, store: RunStore, clock: Clock, settings: Settings, slot: datetime,
+    def __init__(self, *, store: RunStoreCalls, clock: Clock, settings: Settings, slot: datetime,
                  shard: tuple[int, int] | None, owner: str, summary: SlotSummary,
                  execute: Execute, recorded: Callable[[list[Decision]], None],
                  on_job: Callable[[str], None] | None = None,

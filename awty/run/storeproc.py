@@ -20,9 +20,9 @@ Lifetime: the child ignores SIGINT and SIGTERM (the runner's graceful stop still
 to record through it) and ends when the parent says so or its socket closes: a parent that is
 killed leaves a child that finishes the request in hand, then exits. A child that dies makes
 every later call raise ``StoreGone``; the run's calls then go to the parent's own store
-(``RunStore``), which the contract makes safe: finish applies only to jobs still leased by the
-run, start marks are idempotent, and a claim the child made but never answered is a lease that
-expires like any dead runner's.
+(``RunStoreCalls``), which the contract makes safe: finish applies only to jobs still leased by
+the run, start marks are idempotent, and a claim the child made but never answered is a lease
+that expires like any dead runner's.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _execution_in(t: tuple[Any, ...]) -> Execution:
 
 
 # --- the parent's side ------------------------------------------------------------------------
-class RemoteStore:
+class StoreProcess:
     """The parent's handle on a store process, on the run's event loop: a request is a future
     answered from the loop's own reading of the socket (no thread to wake, so no turn of the
     GIL to wait for between the answer and the job it lets go out)."""
@@ -300,25 +300,25 @@ def _same(value: Any) -> Any:
 
 
 class _Channel(asyncio.Protocol):
-    def __init__(self, remote: RemoteStore):
-        self.remote = remote
+    def __init__(self, process: StoreProcess):
+        self.process = process
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.remote._transport = transport  # type: ignore[assignment]
+        self.process._transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         try:
-            self.remote._received(data)
+            self.process._received(data)
         except Exception as e:  # noqa: BLE001 - a garbled answer: the process is not usable
-            self.remote._lost(f"store process: unreadable answer ({e})")
-            if self.remote._transport is not None:
-                self.remote._transport.abort()
+            self.process._lost(f"store process: unreadable answer ({e})")
+            if self.process._transport is not None:
+                self.process._transport.abort()
 
     def eof_received(self) -> bool:
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.remote._lost(f"store process ended ({exc or 'its end of the socket closed'})")
+        self.process._lost(f"store process ended ({exc or 'its end of the socket closed'})")
 
 
 # --- the child's side -------------------------------------------------------------------------
@@ -443,7 +443,7 @@ def main() -> None:
 
 
 # --- what a slot run uses -----------------------------------------------------------------------
-class RunStore:
+class RunStoreCalls:
     """The store calls of one slot run (claim, claim_ids, start, finish, release) as futures
     on its loop: to the store process once it is up, else to the run's own store on the thread
     the run gives (``None``: at once, in the loop's thread); back to the own store if the process
@@ -457,7 +457,7 @@ class RunStore:
         self.mode = mode
         self.batch = batch
         self.loop = loop
-        self.remote: RemoteStore | None = None
+        self.process: StoreProcess | None = None
         if mode == "on":
             self._spawn()
 
@@ -467,29 +467,30 @@ class RunStore:
         except (AttributeError, NotImplementedError):
             self.mode = "off"  # a store that cannot be opened elsewhere
             return
-        self.remote = RemoteStore(spec, self.loop)
+        self.process = StoreProcess(spec, self.loop)
 
     @property
     def offloaded(self) -> bool:
         """Calls go to the store process now (the run's own Python holds no GIL for them)."""
-        return self.remote is not None and self.remote.up
+        return self.process is not None and self.process.up
 
     def call(self, io: Executor | None, op: str, *args: Any, **kw: Any) -> asyncio.Future[Any]:
-        if self.offloaded:
-            return asyncio.ensure_future(self._remote(self.remote, io, op, args, kw))  # type: ignore[arg-type]
+        process = self.process
+        if process is not None and process.up:  # ``offloaded``
+            return asyncio.ensure_future(self._in_process(process, io, op, args, kw))
         return self._local(io, op, args, kw)
 
-    async def _remote(self, r: RemoteStore, io: Executor | None, op: str,
+    async def _in_process(self, process: StoreProcess, io: Executor | None, op: str,
                       args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         try:
-            return await r.request(op, *args, **kw)
+            return await process.request(op, *args, **kw)
         except StoreGone:
             return await self._local(io, op, args, kw)
 
     def _local(self, io: Executor | None, op: str, args: tuple[Any, ...],
                kw: dict[str, Any]) -> asyncio.Future[Any]:
         fn = getattr(self.local, op)
-        if op == "claim" and self.mode == "auto" and self.remote is None:
+        if op == "claim" and self.mode == "auto" and self.process is None:
             fn = self._claim_then_spawn
         if io is None:
             fut: asyncio.Future[Any] = self.loop.create_future()
@@ -502,17 +503,17 @@ class RunStore:
 
     def _claim_then_spawn(self, *args: Any, **kw: Any) -> list[Job]:
         jobs = self.local.claim(*args, **kw)
-        if len(jobs) >= self.batch and self.remote is None:
+        if len(jobs) >= self.batch and self.process is None:
             self.loop.call_soon_threadsafe(self._spawn_once)
         return jobs
 
     def _spawn_once(self) -> None:
-        if self.remote is None:
+        if self.process is None:
             self._spawn()
 
     async def aclose(self) -> None:
-        if self.remote is not None:
-            await self.remote.aclose()
+        if self.process is not None:
+            await self.process.aclose()
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import pytest
 from conftest import T0
 from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn, wait_until
 
-import awty.run.storeproc as remote
+import awty.run.storeproc as storeproc
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
@@ -33,10 +33,10 @@ from awty.testing.receiver import Receiver
 pytestmark = pytest.mark.reliability
 
 
-def _watch_remotes(monkeypatch) -> list[remote.RemoteStore]:
-    """Every RemoteStore made, and how many finish requests each was sent."""
-    made: list[remote.RemoteStore] = []
-    real_init, real_request = remote.RemoteStore.__init__, remote.RemoteStore.request
+def _watch_processes(monkeypatch) -> list[storeproc.StoreProcess]:
+    """Every StoreProcess made, and how many finish requests each was sent."""
+    made: list[storeproc.StoreProcess] = []
+    real_init, real_request = storeproc.StoreProcess.__init__, storeproc.StoreProcess.request
 
     def init(self, spec, loop):
         real_init(self, spec, loop)
@@ -47,12 +47,12 @@ def _watch_remotes(monkeypatch) -> list[remote.RemoteStore]:
         self.finished_calls += op == "finish"
         return real_request(self, op, *a, **kw)
 
-    monkeypatch.setattr(remote.RemoteStore, "__init__", init)
-    monkeypatch.setattr(remote.RemoteStore, "request", request)
+    monkeypatch.setattr(storeproc.StoreProcess, "__init__", init)
+    monkeypatch.setattr(storeproc.StoreProcess, "request", request)
     return made
 
 
-def _slow_until_up(made: list[remote.RemoteStore], path_status: dict[str, int] | None = None):
+def _slow_until_up(made: list[storeproc.StoreProcess], path_status: dict[str, int] | None = None):
     """Answers that wait 0.2 s until a store process is up, then 5 ms: the run lasts until the
     process has taken over however slowly it starts (a loaded machine took seconds), and no
     longer than it must."""
@@ -82,7 +82,7 @@ def _ended(pid: int) -> bool:
 
 def test_a_run_through_the_store_process_records_every_job_once(home, backend, monkeypatch):
     n = scale(1000, 4000)
-    made = _watch_remotes(monkeypatch)
+    made = _watch_processes(monkeypatch)
     with Receiver(reply=_slow_until_up(made, {"/gone": 410}), keep=False) as rx:
         kw = dict(store_process="on", batch_size=50, concurrency=16, quick_retries=0,
                   **backend.kw)
@@ -137,7 +137,7 @@ def test_the_store_process_claims_by_id_and_records_what_it_claimed(home, backen
         wanted = [j.id for j in added[:3]]
 
         async def through_the_process():
-            r = remote.RemoteStore(a.store.spec(), asyncio.get_running_loop())
+            r = storeproc.StoreProcess(a.store.spec(), asyncio.get_running_loop())
             deadline = time.monotonic() + 30
             while not r.up:
                 assert r.gone is None and time.monotonic() < deadline
@@ -166,7 +166,7 @@ def test_a_catch_up_runs_all_its_slots_through_one_store_process(home, monkeypat
     # Slots of less than a batch each: a slot's own run never starts the process ("auto"
     # waits for a full claim), a catch-up of as many jobs as a batch or more starts one for
     # all its slots, and every job is still sent and recorded once, in slot order.
-    made = _watch_remotes(monkeypatch)
+    made = _watch_processes(monkeypatch)
     slots, per = 8, scale(40, 120)
     with Receiver(reply=_slow_until_up(made), keep=False) as rx:
         with Awty(home, clock=FixedClock(T0), env={}, batch_size=per * 2, concurrency=8,
@@ -186,7 +186,7 @@ def test_a_catch_up_runs_all_its_slots_through_one_store_process(home, monkeypat
 
 def test_the_store_process_killed_mid_run_loses_nothing(home, monkeypatch):
     n = scale(600, 3000)
-    made = _watch_remotes(monkeypatch)
+    made = _watch_processes(monkeypatch)
     killed: list[int] = []
 
     def on_request(seen):
@@ -284,9 +284,9 @@ def test_a_claimed_job_crosses_to_the_runner_whole():
                   max_checks=4, max_attempts=5, horizon=86400.0, timeout=30.0,
                   misfire_grace=60.0, created_at=t, updated_at=t, env={"A": "b"}, **claim)
     job = Job(**values)
-    back = remote.job_in(remote.job_out(job), claim["lease_owner"], claim["lease_until"])
+    back = storeproc.job_in(storeproc.job_out(job), claim["lease_owner"], claim["lease_until"])
     assert back == job
-    assert len(remote.job_out(job)) == len(Job._fields) - len(claim)
+    assert len(storeproc.job_out(job)) == len(Job._fields) - len(claim)
 
 
 def test_a_store_process_still_opening_its_store_is_not_waited_for():
@@ -303,8 +303,8 @@ def test_a_store_process_still_opening_its_store_is_not_waited_for():
     silent.listen(8)  # the kernel completes the handshake; nothing ever answers
     url = f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/postgres"
 
-    async def run() -> tuple[float, remote.RemoteStore]:
-        r = remote.RemoteStore(StoreSpec("postgres", url, connect_timeout=5),
+    async def run() -> tuple[float, storeproc.StoreProcess]:
+        r = storeproc.StoreProcess(StoreSpec("postgres", url, connect_timeout=5),
                                asyncio.get_running_loop())
         await asyncio.sleep(0.5)  # its Python has started; it is connecting
         t0 = time.monotonic()
