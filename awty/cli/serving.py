@@ -29,6 +29,9 @@ def serve(
     run_slots: Annotated[bool, typer.Option("--run-slots", help="Also fire each slot at its "
                                             "boundary, catching up at start (where there "
                                             "is no cron).")] = False,
+    read_timeout: Annotated[float, typer.Option(
+        help="Seconds a request's head and body may take to arrive (slow clients are "
+             "cut off).")] = 30.0,
     home: Home = None,
 ) -> None:
     """Serve the HTTP API (/v1), the console (/) and /metrics on this home's store.
@@ -51,7 +54,7 @@ def serve(
     from ..serve.options import ServeOptions
 
     opts = ServeOptions(host=host, port=port, certfile=certfile, keyfile=keyfile,
-                        no_auth=no_auth, run_slots=run_slots)
+                        no_auth=no_auth, run_slots=run_slots, read_timeout=read_timeout)
     a = open_awty(home)
     check_tokens(a, opts)
     r.err(f"awty serve: listening on http{'s' if certfile else ''}://"

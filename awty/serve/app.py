@@ -104,8 +104,11 @@ def serve(awty: Awty, options: ServeOptions) -> None:
     has run ``check_tokens``."""
     import uvicorn
 
+    from .deadline import protocol
+
     app = build_app(awty, options)
     uvicorn.run(app, host=options.host, port=options.port, log_level="warning",
+                http=protocol(options.read_timeout),
                 ssl_certfile=options.certfile, ssl_keyfile=options.keyfile,
                 server_header=False, proxy_headers=False, access_log=False,
                 timeout_keep_alive=5, timeout_graceful_shutdown=10)

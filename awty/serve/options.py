@@ -11,6 +11,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8421
 MAX_BODY = 1024 * 1024  # serve_max_body: a request body past this is refused with 413
 MAX_BATCH = 10_000  # serve_max_batch: jobs in one POST /v1/jobs/batch
+# --read-timeout: a request's head and body must arrive within this (slowloris: deadline.py)
+READ_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -23,11 +25,15 @@ class ServeOptions:
     run_slots: bool = False
     max_body: int = MAX_BODY
     max_batch: int = MAX_BATCH
+    read_timeout: float = READ_TIMEOUT
 
     def check(self) -> None:
         """Refuse what cannot work, before anything listens (``InvalidInput``)."""
         if not 0 < self.port < 65536:
             raise InvalidInput(f"--port: {self.port} is not a TCP port (1-65535)")
+        if not 0 < self.read_timeout <= 3600:
+            raise InvalidInput(f"--read-timeout: {self.read_timeout:g} is not 0 to 3600 "
+                               "seconds")
         if bool(self.certfile) != bool(self.keyfile):
             raise InvalidInput("--certfile and --keyfile go together")
         if self.no_auth and not is_loopback(self.host):
