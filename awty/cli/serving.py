@@ -32,6 +32,9 @@ def serve(
     read_timeout: Annotated[float, typer.Option(
         help="Seconds a request's head and body may take to arrive (slow clients are "
              "cut off).")] = 30.0,
+    forwarded_allow_ips: Annotated[Optional[str], typer.Option(
+        help="Behind a reverse proxy: its addresses or networks, comma-separated (e.g. "
+             "127.0.0.1); X-Forwarded-Proto/-For are believed from them only.")] = None,
     home: Home = None,
 ) -> None:
     """Serve the HTTP API (/v1), the console (/) and /metrics on this home's store.
@@ -45,16 +48,19 @@ def serve(
       awty serve --port 8421
 
       awty serve --host 0.0.0.0 --certfile cert.pem --keyfile key.pem --run-slots
+
+      awty serve --forwarded-allow-ips 127.0.0.1     # behind nginx or Caddy on this host
     """
     from ..serve import require
 
     require()
     from ..serve.app import check_tokens
     from ..serve.app import serve as run
-    from ..serve.options import ServeOptions
+    from ..serve.options import ServeOptions, proxies
 
     opts = ServeOptions(host=host, port=port, certfile=certfile, keyfile=keyfile,
-                        no_auth=no_auth, run_slots=run_slots, read_timeout=read_timeout)
+                        no_auth=no_auth, run_slots=run_slots, read_timeout=read_timeout,
+                        forwarded_allow_ips=proxies(forwarded_allow_ips))
     a = open_awty(home)
     check_tokens(a, opts)
     r.err(f"awty serve: listening on http{'s' if certfile else ''}://"

@@ -2,13 +2,15 @@
 checks, on the home's own store. Starlette and uvicorn, in the ``serve`` extra: nothing here is
 imported by any other command.
 
-- ``options``: what serve is started with (address, TLS, auth, limits)
+- ``options``: what serve is started with (address, TLS, proxies, auth, limits)
 - ``app``: the Starlette app: one ``Awty`` used from one worker thread, the routes of each area
+- ``deadline``: the read deadline of each request (slow clients); ``limits``: tokens' rates
 - ``problems``: errors as RFC 9457 ``application/problem+json``
 - ``auth``: Bearer tokens (``awty token``) and their scopes
 - ``jobs``, ``schedules``, ``reads``: the ``/v1`` routes; ``openapi``: the document they are
   held to
-- ``health``: ``/healthz``, ``/readyz``, ``/metrics``; ``console``: the web console
+- ``health``: ``/healthz``, ``/readyz``, ``/metrics`` (``metrics``: the families and
+  histograms); ``console``: the web console
 """
 
 from __future__ import annotations

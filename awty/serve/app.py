@@ -110,5 +110,9 @@ def serve(awty: Awty, options: ServeOptions) -> None:
     uvicorn.run(app, host=options.host, port=options.port, log_level="warning",
                 http=protocol(options.read_timeout),
                 ssl_certfile=options.certfile, ssl_keyfile=options.keyfile,
-                server_header=False, proxy_headers=False, access_log=False,
+                server_header=False, access_log=False,
+                # X-Forwarded-Proto (https: the login cookie is Secure) and -For, believed
+                # only from the proxies given; none given, from nobody
+                proxy_headers=bool(options.forwarded_allow_ips),
+                forwarded_allow_ips=list(options.forwarded_allow_ips) or None,
                 timeout_keep_alive=5, timeout_graceful_shutdown=10)

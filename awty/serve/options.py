@@ -26,6 +26,8 @@ class ServeOptions:
     max_body: int = MAX_BODY
     max_batch: int = MAX_BATCH
     read_timeout: float = READ_TIMEOUT
+    # reverse proxies whose X-Forwarded-Proto/-For are believed (addresses or networks)
+    forwarded_allow_ips: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Refuse what cannot work, before anything listens (``InvalidInput``)."""
@@ -34,12 +36,23 @@ class ServeOptions:
         if not 0 < self.read_timeout <= 3600:
             raise InvalidInput(f"--read-timeout: {self.read_timeout:g} is not 0 to 3600 "
                                "seconds")
+        for proxy in self.forwarded_allow_ips:
+            try:
+                ipaddress.ip_network(proxy)  # an address is a network of one
+            except ValueError:
+                raise InvalidInput(f"--forwarded-allow-ips: {proxy!r} is not an IP address or "
+                                   "network (e.g. 127.0.0.1 or 10.0.0.0/8)") from None
         if bool(self.certfile) != bool(self.keyfile):
             raise InvalidInput("--certfile and --keyfile go together")
         if self.no_auth and not is_loopback(self.host):
             raise InvalidInput(f"--no-auth listens on loopback only (127.0.0.1, ::1, "
                                f"localhost), not {self.host}: create a token with "
                                "`awty token new NAME --scope jobs:read,jobs:write`")
+
+
+def proxies(text: str | None) -> tuple[str, ...]:
+    """``--forwarded-allow-ips`` as given: comma-separated, blanks dropped."""
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
 def is_loopback(host: str) -> bool:
