@@ -83,7 +83,8 @@ def make(a: Awty, name: str, target: str, *, cron: str | None = None,
         raise InvalidInput(f"name: a schedule named {name!r} already exists")
     s = Schedule(name, rule.cron, rule.every, rule.start, rule.zone, policy.value, window,
                  a.settings.resolution, template, first, None, now)
-    return s, a.store.add_schedule(s, now)
+    made = a.store.add_schedule(s, now)  # a job left of its first occurrence may move it on
+    return s.replace(next_at=made.occurrence), made
 
 
 def checked(s: Schedule, *, now: datetime, resolution: int, template: Job) -> Schedule:

@@ -218,6 +218,7 @@ def _read(lines: Iterable[str], trust: Trust) -> tuple[
     rows: list[dict[str, Any]] = []
     schedules: list[Schedule] = []
     end: Moved | None = None
+    occurrences: dict[tuple[str, datetime], int] = {}  # one job per occurrence: its line
     for n, line in _numbered(lines):
         try:
             doc = json.loads(line)
@@ -231,6 +232,11 @@ def _read(lines: Iterable[str], trust: Trust) -> tuple[
                 raise ValueError("not a JSON object")
             if "job" in doc:
                 job, fp = trust.job(_job_from(doc["job"]))
+                if job.schedule is not None and job.occurrence is not None:
+                    seen = occurrences.setdefault((job.schedule, job.occurrence), n)
+                    if seen != n:
+                        raise ValueError(f"the {iso(job.occurrence)} occurrence of schedule "
+                                         f"{job.schedule} has a job already (line {seen})")
                 jobs.append(job)
                 fps.append(fp)
             elif "history" in doc:
@@ -255,6 +261,16 @@ def _read(lines: Iterable[str], trust: Trust) -> tuple[
     names = [s.name for s in schedules]
     if len(set(names)) != len(names):
         raise InvalidInput("schedule: a name appears twice")
+    latest: dict[str, datetime] = {}
+    for name, at in occurrences:
+        if name not in latest or at > latest[name]:
+            latest[name] = at
+    # An export reads the schedules before the pending jobs: a runner's claim between the two
+    # reads (a home moved while it ran) leaves a schedule at the occurrence it claimed while
+    # its job of the next one is there too. The schedule moves on to its latest occurrence
+    # among the jobs, else the new home would make that next one again.
+    schedules = [s if latest.get(s.name, s.next_at) <= s.next_at
+                 else s.replace(next_at=latest[s.name]) for s in schedules]
     return jobs, fps, rows, schedules, end
 
 

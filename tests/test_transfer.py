@@ -176,3 +176,25 @@ def test_a_bad_schedule_line_imports_nothing(scheduled_home, tmp_path, monkeypat
     assert res.stderr.startswith(f"awty: {line}"), res.stderr
     assert json.loads(awty(monkeypatch, "schedule", "list", "--json", *target).stdout) == []
     assert json.loads(awty(monkeypatch, "list", "--json", *target).stdout) == []
+
+
+def test_two_jobs_of_one_occurrence_import_nothing(scheduled_home, tmp_path, monkeypatch):
+    """One job per occurrence: a file giving an occurrence two jobs (edited, or joined from
+    two exports) is refused naming both lines, not left to the store's key."""
+    dump = tmp_path / "e.jsonl"
+    awty(monkeypatch, "export", "-o", str(dump), "--home", scheduled_home, now=T_RUN)
+    text = lines(dump)
+    (at,) = [i for i, x in enumerate(text) if '"job"' in x[:8]]
+    twin = json.loads(text[at])
+    twin["job"]["id"] = twin["job"]["id"][:-4] + "ZZZZ"
+    text.insert(at + 1, json.dumps(twin))
+    end = json.loads(text[-1])
+    end["end"]["jobs"] += 1
+    text[-1] = json.dumps(end)
+    dump.write_text("\n".join(text) + "\n")
+    target = ["--home", str(tmp_path / "new")]
+    res = runner.invoke(app, ["import", str(dump), *target])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"awty: line {at + 2}: the 2026-11-22T10:30:00Z occurrence "
+                                 f"of schedule tick has a job already (line {at + 1})"), res.stderr
+    assert json.loads(awty(monkeypatch, "schedule", "list", "--json", *target).stdout) == []

@@ -211,7 +211,8 @@ class Store(Protocol):
 
     def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
         """Re-arm an ended job (failed, expired, cancelled) as pending with fresh attempts.
-        Raises ``JobNotFound`` if unknown, ``Conflict`` if it is still pending."""
+        Raises ``JobNotFound`` if unknown, ``Conflict`` if it is still pending or if it is a
+        schedule's occurrence that another job holds now (one job per occurrence)."""
 
     def prune(self, before: datetime, *, dry_run: bool = False) -> int:
         """Delete history rows (and executions) that ended before ``before``; returns how many
@@ -262,7 +263,9 @@ class Store(Protocol):
     # -- recurring schedules ----------------------------------------------------------------
     def add_schedule(self, schedule: Schedule, now: datetime) -> Job:
         """Keep ``schedule`` and make its first occurrence's job (``schedule.next_at``), in one
-        transaction; returns that job. ``Conflict`` when the name is taken."""
+        transaction; returns that job. ``Conflict`` when the name is taken. A job the store
+        holds for that occurrence (left by a removed schedule of the name) is its job
+        (``schedrules.first_free``: one in flight moves ``next_at`` past it)."""
 
     def get_schedule(self, name: str) -> Schedule | None: ...
 
@@ -289,8 +292,9 @@ class Store(Protocol):
 
     def resume_schedule(self, name: str, now: datetime) -> Schedule:
         """Undo a pause, and make the job of ``next_at`` if none exists (a late one fires in
-        the next slot, where its claim applies the missed policy). Also what ``doctor
-        --repair`` does for a schedule that lost its pending occurrence."""
+        the next slot, where its claim applies the missed policy; one in flight moves
+        ``next_at`` past it, ``schedrules.first_free``). Also what ``doctor --repair`` does
+        for a schedule that lost its pending occurrence. Returns the schedule as it is now."""
 
     def remove_schedule(self, name: str, now: datetime) -> CancelResult:
         """Delete ``name``; its pending jobs end as cancelled (running ones finish, moving

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
+
+from psycopg import errors as pg_errors
 
 from ..errors import ScheduleNotFound
 from ..model import Job, Outcome, Schedule
 from .jobdict import job_from_json, job_to_json
-from .pg_rows import history_row, job_to_row, sec
+from .pg_rows import history_row, job_to_row, row_to_job, sec
 from .pg_sql import HISTORY_COPY_TYPES, JOB_COPY_TYPES
 
 
@@ -38,37 +41,51 @@ def copy(cur, sql_text: str, types, rows) -> None:
             cp.write_row(row)
 
 
-def arm(cur, sql, s: Schedule, now: datetime) -> Job | None:
-    """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists."""
-    from .schedrules import occurrence_job
+def arm(cur, sql, s: Schedule, now: datetime) -> Job:
+    """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists
+    (``schedrules.first_free``); returns its job."""
+    from .schedrules import first_free, occurrence_job
 
-    if cur.execute(sql.schedule_armed, (s.name, sec(s.next_at))).fetchone():
-        return None
-    job = occurrence_job(s, s.next_at, now)
+    at, make = first_free(s, s.next_at, partial(_taken, cur, sql))
+    if at != s.next_at:
+        cur.execute(sql.schedule_set_next, (sec(at), s.name))
+    if not make:
+        return row_to_job(cur.execute(sql.schedule_occurrence_job, (s.name, sec(at))).fetchone())
+    job = occurrence_job(s, at, now)
     copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, None)])
     return job
+
+
+def _taken(cur, sql, name: str, at: datetime) -> str | None:
+    r = cur.execute(sql.schedule_armed, (name, sec(at))).fetchone()
+    return r[0] if r else None
 
 
 def rearm(cur, sql, claimed: list[Job], now: datetime, owner: str) -> set[str]:
     """A claim's re-arming (``sqlite_schedules.rearm``); the schedule rows are locked in name
     order, so that runners claiming occurrences of the same schedules wait for each other."""
-    from .schedrules import plan
+    from .schedrules import plan, settle
 
     names = sorted({j.schedule for j in claimed if j.schedule})
     found = {s.name: s for s in map(row_to_schedule, cur.execute(
         sql.schedules_lock, (names,)).fetchall())}
     p = plan(found, claimed, now)
-    rows = [job_to_row(j, None) for j in p.jobs]
+    if p.jobs:
+        try:
+            with cur.connection.transaction():  # a savepoint
+                copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(j, None) for j in p.jobs])
+        except pg_errors.UniqueViolation:
+            # An occurrence to make has its job already (the (schedule, occurrence) key):
+            # that job is the occurrence's; the claim goes on (``sqlite_schedules.rearm``).
+            settle(p, found, now, partial(_taken, cur, sql))
+            copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(j, None) for j in p.jobs])
     history = [history_row(j, Outcome.SKIPPED, reason, now, None, owner=owner)
                for j, reason in p.skipped]
-    moves = [(sec(new), name, sec(old)) for new, name, old in p.moves]
-    dropped = p.dropped
-    if moves:
-        cur.executemany(sql.schedule_move, moves)
-    if rows:
-        copy(cur, sql.copy_jobs, JOB_COPY_TYPES, rows)
+    if p.moves:
+        cur.executemany(sql.schedule_move, [(sec(new), name, sec(old))
+                                            for new, name, old in p.moves])
     if history:
         copy(cur, sql.copy_history, HISTORY_COPY_TYPES, history)
-    if dropped:
-        cur.execute(sql.delete_jobs, (list(dropped),))
-    return dropped
+    if p.dropped:
+        cur.execute(sql.delete_jobs, (list(p.dropped),))
+    return p.dropped

@@ -231,7 +231,13 @@ TEXTS = {
     "schedule_pause": "UPDATE {s}.schedule SET paused_at = %s WHERE name = %s",
     "schedule_move": "UPDATE {s}.schedule SET next_at = %s WHERE name = %s AND next_at = %s",
     "schedule_delete": "DELETE FROM {s}.schedule WHERE name = %s",
-    "schedule_armed": "SELECT 1 FROM {s}.future_job WHERE schedule = %s AND occurrence = %s",
+    "schedule_armed": "SELECT status FROM {s}.future_job WHERE schedule = %s "
+                      "AND occurrence = %s",
+    "schedule_occurrence_job": f"SELECT {_JOB} FROM {{s}}.future_job WHERE schedule = %s "
+                               "AND occurrence = %s",
+    "schedule_occurrence_id": "SELECT id FROM {s}.future_job WHERE schedule = %s "
+                              "AND occurrence = %s",
+    "schedule_set_next": "UPDATE {s}.schedule SET next_at = %s WHERE name = %s",
     "schedule_counts": "SELECT count(*), count(paused_at) FROM {s}.schedule",
     "schedules_unarmed": "SELECT name FROM {s}.schedule s WHERE paused_at IS NULL AND NOT "
                          "EXISTS (SELECT 1 FROM {s}.future_job f WHERE f.schedule = s.name "

@@ -555,9 +555,12 @@ class PostgresStore:
             text, fp, outcome = h
             old = job_from_json(text) if text is not None else None
             key = old.idempotency_key if old is not None else None
+            held = old is not None and old.occurrence is not None and cur.execute(
+                self.sql.schedule_occurrence_id, (old.schedule, sec(old.occurrence))).fetchone()
             job = rules.rearm(job_id, old, outcome, next_check_at=sec(next_check_at), now=now,
                               key_free=not (key and cur.execute(self.sql.key_in_future,
-                                                                (key,)).fetchone()))
+                                                                (key,)).fetchone()),
+                              held_by=held[0] if held else None)
             self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
         return job
 
@@ -772,11 +775,9 @@ class PostgresStore:
         try:
             with self._tx("cannot add the schedule") as cur:
                 cur.execute(self.sql.schedule_insert, pg_schedules.schedule_to_row(schedule))
-                job = pg_schedules.arm(cur, self.sql, schedule, sec(now))
+                return pg_schedules.arm(cur, self.sql, schedule, sec(now))
         except Conflict:  # the name's primary key (``_error``)
             raise Conflict(f"schedule {schedule.name!r} already exists") from None
-        assert job is not None
-        return job
 
     def get_schedule(self, name: str) -> Schedule | None:
         with self._tx("cannot read schedules") as cur:
@@ -818,8 +819,8 @@ class PostgresStore:
         with self._tx("cannot resume the schedule") as cur:
             s = pg_schedules.must(cur, self.sql, name).replace(paused_at=None)
             cur.execute(self.sql.schedule_pause, (None, name))
-            pg_schedules.arm(cur, self.sql, s, now)
-        return s
+            job = pg_schedules.arm(cur, self.sql, s, now)
+        return s.replace(next_at=job.occurrence)
 
     def remove_schedule(self, name: str, now: datetime) -> CancelResult:
         now = sec(now)

@@ -21,6 +21,7 @@ from datetime import datetime
 from ..errors import Conflict
 from ..ids import runner_host_pid, runner_label
 from ..model import Added, Job, Outcome, Result, Status, run_order
+from ..slots import iso
 from ..storable import storable
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -152,13 +153,18 @@ def last_error(error: str | None, result: Result | None) -> str | None:
 
 # --- re-arming -----------------------------------------------------------------------------------
 def rearm(job_id: str, old: Job | None, outcome: str, *, next_check_at: datetime,
-          now: datetime, key_free: bool) -> Job:
+          now: datetime, key_free: bool, held_by: str | None = None) -> Job:
     """The job an ended one (its last history row: ``old``, the whole job it kept, else None)
     becomes on ``retry``: pending in ``next_check_at`` with fresh checks and attempts. A row
     that kept no job cannot be re-armed (``Conflict``); its idempotency key goes with it only
-    when no live job took the key since (``key_free``)."""
+    when no live job took the key since (``key_free``). A schedule's occurrence whose job the
+    store holds again (``held_by``: a schedule paused, then resumed, makes the occurrence it
+    cancelled anew) is not re-armed: one job per occurrence (``Conflict``)."""
     if old is None:
         raise not_rearmable(job_id, outcome)
+    if held_by is not None:
+        raise Conflict(f"job {job_id} is the {iso(old.occurrence)} occurrence of schedule "
+                       f"{old.schedule}, which job {held_by} holds now; nothing to retry")
     return old.replace(next_check_at=next_check_at, check_count=0, attempt=0,
                        status=Status.PENDING,
                        idempotency_key=old.idempotency_key if key_free else None,

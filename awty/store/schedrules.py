@@ -9,12 +9,16 @@ calls ``at_claim``, and writes what it decided in the claim's own transaction:
   a claim taken over after a crash, a re-run or a second runner finds ``next_at`` already moved
   and makes nothing, so no occurrence ever gets two jobs (the stores also keep
   ``(schedule, occurrence)`` unique among pending jobs);
+- an occurrence to make whose job the store holds already (a home moved while its runner
+  claimed, a retried occurrence, a job left by a removed schedule of the same name) is not
+  made again: that job is the occurrence's (``settle``, ``first_free``), and the claim goes on;
 - what the missed-run policy (``missed.catch_up``) does not fire ends as one ``skipped``
   history row saying how many and why.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -168,3 +172,39 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
         out.moves.append((r.next_at, s.name, s.next_at))
         found[s.name] = s.replace(next_at=r.next_at)
     return out
+
+
+# What the store holds for (schedule, occurrence): None (no job), "pending" or "in_flight".
+Taken = Callable[[str, datetime], str | None]
+
+
+def first_free(s: Schedule, at: datetime, taken: Taken) -> tuple[datetime, bool]:
+    """``s``'s pending occurrence from ``at`` on, given the jobs the store holds, and whether
+    its job is to be made. A job of ``at`` already pending is that occurrence's (nothing to
+    make). One already in flight was claimed while it was not ``s``'s pending occurrence, so
+    no claim will move ``s`` on from it: the occurrence after it is the pending one."""
+    from ..recurrence import next_occurrence
+
+    while True:
+        state = taken(s.name, at)
+        if state is None:
+            return at, True
+        if state != Status.IN_FLIGHT.value:
+            return at, False
+        at = next_occurrence(rule_of(s), at)
+
+
+def settle(p: ClaimPlan, found: dict[str, Schedule], now: datetime, taken: Taken) -> None:
+    """``p`` once an insert of its jobs hit the (schedule, occurrence) key: no job is made for
+    an occurrence that has one (``first_free``), the schedules move to what is left."""
+    nexts = {(name, new) for new, name, _ in p.moves}
+    jobs = [j for j in p.jobs if (j.schedule, j.occurrence) not in nexts
+            and taken(j.schedule, j.occurrence) is None]  # type: ignore[arg-type]
+    for i, (new, name, old) in enumerate(p.moves):
+        s = found[name]
+        at, make = first_free(s, new, taken)
+        if make:
+            jobs.append(occurrence_job(s, at, now))
+        p.moves[i] = (at, name, old)
+        found[name] = s.replace(next_at=at)
+    p.jobs[:] = jobs

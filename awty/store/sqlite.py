@@ -561,8 +561,7 @@ class SQLiteStore:
     def resume_schedule(self, name: str, now: datetime) -> Schedule:
         with self._write() as c:
             s = sqlite_schedules.set_paused(c, name, None)
-            sqlite_schedules.arm(c, s, now)
-            return s
+            return s.replace(next_at=sqlite_schedules.arm(c, s, now).occurrence)
 
     def remove_schedule(self, name: str, now: datetime) -> CancelResult:
         with self._write() as c:

@@ -8,6 +8,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 
 from ..errors import Conflict, ScheduleNotFound
 from ..model import End, Job, Outcome, Schedule
@@ -61,14 +62,10 @@ def insert(c: sqlite3.Connection, schedules: Sequence[Schedule]) -> None:
 
 
 def add(c: sqlite3.Connection, s: Schedule, now: datetime) -> Job:
-    from .schedrules import occurrence_job
-
     if get(c, s.name) is not None:
         raise Conflict(f"schedule {s.name!r} already exists")
     c.execute(_INSERT, schedule_to_row(s))
-    job = occurrence_job(s, s.next_at, now)
-    c.execute(INSERT_JOB, job_to_row(job, None))
-    return job
+    return arm(c, s, now)
 
 
 def pending_of(c: sqlite3.Connection, name: str) -> list[Job]:
@@ -98,14 +95,18 @@ def set_paused(c: sqlite3.Connection, name: str, paused_at: datetime | None) -> 
     return _must(c, name)
 
 
-def arm(c: sqlite3.Connection, s: Schedule, now: datetime) -> Job | None:
-    """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists; returns it."""
-    from .schedrules import occurrence_job
+def arm(c: sqlite3.Connection, s: Schedule, now: datetime) -> Job:
+    """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists
+    (``schedrules.first_free``); returns its job."""
+    from .schedrules import first_free, occurrence_job
 
-    if c.execute("SELECT 1 FROM future_job WHERE schedule = ? AND occurrence = ?",
-                 (s.name, iso(s.next_at))).fetchone():
-        return None
-    job = occurrence_job(s, s.next_at, now)
+    at, make = first_free(s, s.next_at, partial(_taken, c))
+    if at != s.next_at:
+        c.execute("UPDATE schedule SET next_at = ? WHERE name = ?", (iso(at), s.name))
+    if not make:
+        return row_to_job(c.execute(SELECT_JOB + " WHERE schedule = ? AND occurrence = ?",
+                                    (s.name, iso(at))).fetchone())
+    job = occurrence_job(s, at, now)
     c.execute(INSERT_JOB, job_to_row(job, None))
     return job
 
@@ -118,18 +119,30 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
     """A claim's re-arming of the schedules whose pending occurrence it took
     (``schedrules.at_claim``); returns the ids of claimed jobs that must not fire (ended as
     ``skipped``, already out of future_job)."""
-    from .schedrules import plan
+    from .schedrules import plan, settle
 
     names = json.dumps(sorted({j.schedule for j in claimed if j.schedule}))
     found = {s.name: s for s in map(row_to_schedule, c.execute(
         SELECT_SCHEDULE + " WHERE name IN (SELECT value FROM json_each(?))", (names,)))}
     p = plan(found, claimed, now)
-    rows = [job_to_row(j, None) for j in p.jobs]
-    ends = [End(j, Outcome.SKIPPED, reason, None) for j, reason in p.skipped]
-    moves = [(iso(new), name, iso(old)) for new, name, old in p.moves]
-    dropped = p.dropped
+    c.execute("SAVEPOINT occurrences")
+    try:
+        c.executemany(INSERT_JOB, [job_to_row(j, None) for j in p.jobs])
+    except sqlite3.IntegrityError:
+        # An occurrence to make has its job already (the (schedule, occurrence) key): that
+        # job is the occurrence's; the claim goes on with the others (rare, hence a retry).
+        c.execute("ROLLBACK TO occurrences")
+        settle(p, found, now, partial(_taken, c))
+        c.executemany(INSERT_JOB, [job_to_row(j, None) for j in p.jobs])
+    c.execute("RELEASE occurrences")
     # The compare and set: next_at moves only from the occurrence claimed.
-    c.executemany("UPDATE schedule SET next_at = ? WHERE name = ? AND next_at = ?", moves)
-    c.executemany(INSERT_JOB, rows)
-    end_rows(c, ends, now, owner)
-    return dropped
+    c.executemany("UPDATE schedule SET next_at = ? WHERE name = ? AND next_at = ?",
+                  [(iso(new), name, iso(old)) for new, name, old in p.moves])
+    end_rows(c, [End(j, Outcome.SKIPPED, reason, None) for j, reason in p.skipped], now, owner)
+    return p.dropped
+
+
+def _taken(c: sqlite3.Connection, name: str, at: datetime) -> str | None:
+    r = c.execute("SELECT status FROM future_job WHERE schedule = ? AND occurrence = ?",
+                  (name, iso(at))).fetchone()
+    return r[0] if r else None

@@ -125,8 +125,11 @@ def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
     kept = whole_job(h[0])
     old = job_from_json(kept) if kept is not None else None
     key = old.idempotency_key if old is not None else None
+    held = old is not None and old.occurrence is not None and c.execute(
+        "SELECT id FROM future_job WHERE schedule = ? AND occurrence = ?",
+        (old.schedule, iso(old.occurrence))).fetchone()
     job = rules.rearm(job_id, old, h[2], next_check_at=next_check_at, now=now, key_free=not (
         key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
-                          (key,)).fetchone()))
+                          (key,)).fetchone()), held_by=held[0] if held else None)
     c.execute(INSERT_JOB, job_to_row(job, h[1]))
     return job

@@ -1025,6 +1025,79 @@ def test_pause_resume_remove_schedule(store):
     assert store.get_schedule("tick") is None and pending_of(store, "tick") == []
     with pytest.raises(ScheduleNotFound):
         store.pause_schedule("tick", S1)
+# The (schedule, occurrence) key met by a claim, an arm, an add or a retry: a job the store holds
+# for an occurrence is that occurrence's job (a home moved while its runner claimed, a retried
+# occurrence, a job left in flight by a removed schedule of the same name).
+def occurrence_job(name: str, at: datetime, slot: datetime = S1) -> Job:
+    return mk(slot, schedule=name, occurrence=at)
+
+
+def test_a_claim_whose_next_occurrence_has_a_pending_job_keeps_it(store):
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    (held,) = add(store, occurrence_job("tick", S1 + 5 * MIN, S2))
+    assert ids(claim(store, S1, now=S1)) == [first.id]
+    assert [(j.id, j.occurrence) for j in pending_of(store, "tick")] == [
+        (first.id, S1), (held.id, S1 + 5 * MIN)]
+    assert store.get_schedule("tick").next_at == S1 + 5 * MIN
+    # that job is the occurrence's: its claim moves the schedule on
+    assert ids(claim(store, S2, now=S2)) == [held.id]
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1, S1 + 5 * MIN,
+                                                                 S1 + 10 * MIN]
+    assert store.get_schedule("tick").next_at == S1 + 10 * MIN
+
+
+def test_a_claim_whose_next_occurrence_is_in_flight_moves_past_it(store):
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    (held,) = add(store, occurrence_job("tick", S1 + 5 * MIN, S2))
+    # claimed while it was not the pending occurrence: no claim of it moves the schedule on
+    assert ids(store.claim_ids([held.id], now=S1, owner=B, lease_until=S1 + MIN)) == [held.id]
+    assert ids(claim(store, S1, now=S1)) == [first.id]
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1, S1 + 5 * MIN,
+                                                                 S1 + 10 * MIN]
+    assert store.get_schedule("tick").next_at == S1 + 10 * MIN
+    assert store.unarmed_schedules() == []
+
+
+def test_missed_all_makes_no_second_job_of_a_held_occurrence(store):
+    store.add_schedule(mk_schedule(missed="all"), S1 - MIN)
+    late = S1 + timedelta(minutes=30)
+    (held,) = add(store, occurrence_job("tick", S1 + 10 * MIN, S2))
+    claim(store, S1, now=late)
+    made = [j.occurrence for j in pending_of(store, "tick")]
+    assert sorted(made) == [S1 + i * 5 * MIN for i in range(7)], made
+    assert store.get_schedule("tick").next_at == S1 + 30 * MIN
+
+
+def test_add_and_resume_take_a_held_occurrence_as_it_is(store, case, holders):
+    hold(case, holders, B)
+    job = store.add_schedule(mk_schedule(), S1 - MIN)
+    store.claim_ids([job.id], now=S1 - MIN, owner=B, lease_until=S1 + MIN)
+    store.start([job.id], owner=B, now=S1 - MIN)
+    # removed while its occurrence is in flight, then added again: the job in flight is S1's
+    store.remove_schedule("tick", S1 - MIN)
+    again = store.add_schedule(mk_schedule(), S1 - MIN)
+    assert (again.occurrence, store.get_schedule("tick").next_at) == (S1 + 5 * MIN,
+                                                                       S1 + 5 * MIN)
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1, S1 + 5 * MIN]
+    # a pending one is the occurrence's job: resume (doctor --repair) makes none
+    store.pause_schedule("tick", S1 - MIN)
+    (held,) = add(store, occurrence_job("tick", S1 + 5 * MIN, S2))
+    resumed = store.resume_schedule("tick", S1 - MIN)
+    assert resumed.next_at == S1 + 5 * MIN
+    assert [j.id for j in pending_of(store, "tick") if j.status is Status.PENDING] == [held.id]
+
+
+def test_retry_of_an_occurrence_held_again_is_refused(store):
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    store.pause_schedule("tick", S1 - MIN)  # cancels it
+    store.resume_schedule("tick", S1 - MIN)  # makes the occurrence anew
+    (again,) = pending_of(store, "tick")
+    assert again.occurrence == S1 and again.id != first.id
+    with pytest.raises(Conflict, match=f"occurrence of schedule tick, which job {again.id} "):
+        store.retry(first.id, S2, S1 - MIN)
+    assert ids(pending_of(store, "tick")) == [again.id]
+
+
 # --- serve's tokens (awty token) -----------------------------------------------------------
 def test_tokens_are_kept_by_hash_with_their_options_and_revoked_at_once(store, case):
     from awty.model import ApiToken
