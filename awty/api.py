@@ -20,7 +20,7 @@ from .model import (
     RunSummary, Schedule, SlotSummary, StoreStats,
 )
 from .record import Record, _draft, _seal
-from .slotdir import SlotTree
+from .slottree.tree import SlotTree
 from .slots import current_slot, next_slot_after, slot_for, slot_id
 from .when import parse_since, to_utc
 

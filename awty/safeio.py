@@ -7,11 +7,15 @@ each opened with O_NOFOLLOW."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
+# O_NONBLOCK: opening a FIFO someone left under home must not wait for a writer (it is then
+# refused as "not a regular file"); it changes nothing for regular files.
+OPEN_READ = os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
 
 
 def write_new(path: Path | str, data: bytes, mode: int = 0o600) -> bool:
@@ -66,6 +70,22 @@ def private_dir_fd(base: Path | str, *names: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def private_dirs(path: Path) -> None:
+    """``mkdir -p`` whose every new directory is 0700 whatever the umask (``Path.mkdir`` makes
+    the parents it creates with the umask's mode: a world-writable ``slots/`` under umask 0)."""
+    if not path.parent.is_dir():
+        private_dirs(path.parent)
+    path.mkdir(mode=0o700, exist_ok=True)
+
+
+def is_real_dir(path: str) -> bool:
+    """A directory, not a symlink to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _write_all(fd: int, data: bytes) -> None:

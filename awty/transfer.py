@@ -26,7 +26,7 @@ from .config import Settings
 from .errors import InvalidInput, StoreError
 from .model import ALL_KINDS, Job, Kind, Outcome, Schedule, Status
 from .slots import from_iso, iso
-from .slotdir import SlotTree
+from .slottree.tree import SlotTree
 from .storable import is_storable
 from .store.base import Store
 from .store.jobdict import job_from_json

@@ -34,7 +34,7 @@ def settle() -> None:
     earlier runs started finish, and write back what earlier steps left dirty (the homes just
     filled, the ones just removed), so that no run pays for another's disk work. A cron-driven
     home is in this state too: its jobs were added well before their slot."""
-    from awty.slotdir import wait_purged
+    from awty.slottree.retire import wait_purged
 
     wait_purged(timeout=600)
     if hasattr(os, "sync"):
@@ -102,7 +102,7 @@ def remove_workdir(workdir: Path, base: Path) -> None:
 
 def purge_seconds() -> float:
     """How long the background removal of the slot directories just retired still runs."""
-    from awty.slotdir import wait_purged
+    from awty.slottree.retire import wait_purged
 
     t0 = time.perf_counter()
     wait_purged(timeout=600)

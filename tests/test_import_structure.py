@@ -225,11 +225,32 @@ def test_the_store_imports_only_the_core():
 
 def test_executors_never_import_the_store_the_slot_tree_or_the_runner():
     graph = import_graph()
-    banned = ("awty.store", "awty.slotdir", "awty.run")
+    banned = ("awty.store", "awty.slottree", "awty.run")
     for name, edges in graph.items():
         if name.startswith("awty.executors"):
             bad = {e for e in edges if e.startswith(banned)}
             assert not bad, f"{name} imports {sorted(bad)}"
+
+
+# The slot tree follows the store without knowing it: it imports only the core, and the store's
+# answers reach it as values or functions. Above it, what keeps a home's files in step.
+ABOVE_THE_SLOT_TREE = ("awty.run", "awty.api", "awty.doctor", "awty.transfer")
+
+
+def test_the_slot_tree_imports_only_the_core():
+    graph = import_graph()
+    assert "awty.slottree.tree" in graph and "awty.slottree.staging" in graph
+    for name, edges in graph.items():
+        if name.startswith("awty.slottree"):
+            bad = {e for e in edges if not e.startswith("awty.slottree") and e not in CORE}
+            assert not bad, f"{name} imports {sorted(bad)}"
+
+
+def test_only_what_keeps_a_homes_files_imports_the_slot_tree():
+    outside = importers_of(import_graph(), "awty.slottree")
+    other = {m for m in outside if not any(m == a or m.startswith(a + ".")
+                                           for a in ABOVE_THE_SLOT_TREE)}
+    assert not other, {m: outside[m] for m in sorted(other)}
 
 
 @pytest.mark.slow

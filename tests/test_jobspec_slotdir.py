@@ -1,5 +1,5 @@
 """Unit tables for ``jobspec.build`` (every guard at add time) and the slot tree's envelope
-naming and reading (``slotdir``)."""
+naming and reading (``awty/slottree``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from awty import jobspec
 from awty.config import Settings
 from awty.errors import InvalidInput
 from awty.model import Kind
-from awty.slotdir import SlotTree, envelope_bytes
+from awty.slottree.staging import envelope_bytes
+from awty.slottree.tree import SlotTree
 
 NOW = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 SLOT = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
@@ -129,7 +130,7 @@ def test_an_envelope_lands_in_its_own_slot_while_another_thread_fills_the_cache(
     # or 0.5 s (B waits for A's write to end, when the tree keeps them apart).
     import threading
 
-    from awty import slotdir
+    from awty.slottree import tree as treemod
 
     tree = SlotTree(tmp_path)
     settings = Settings()
@@ -138,7 +139,7 @@ def test_an_envelope_lands_in_its_own_slot_while_another_thread_fills_the_cache(
                             settings=settings)[0] for i in range(300)]
     assert len({j.next_check_at for j in b_jobs} | {a_job.next_check_at}) == 301
     a_inside, b_done = threading.Event(), threading.Event()
-    real = {"_link_new": slotdir._link_new, "_rename_into": slotdir._rename_into}
+    real = {"_link_new": treemod._link_new, "_rename_into": treemod._rename_into}
 
     def pausing(name):
         def write(dfd, final, data):
@@ -149,7 +150,7 @@ def test_an_envelope_lands_in_its_own_slot_while_another_thread_fills_the_cache(
         return write
 
     for name in real:
-        monkeypatch.setattr(slotdir, name, pausing(name))
+        monkeypatch.setattr(treemod, name, pausing(name))
     a = threading.Thread(target=tree.write, args=(a_job,))
     a.start()
     assert a_inside.wait(5)
@@ -209,15 +210,15 @@ def test_a_batch_file_is_split_by_lines_and_bytes(tmp_path, monkeypatch):
     """A slot's share of a batch is cut into files of at most BATCH_MAX lines and BATCH_BYTES
     (so the reader's MAX_BATCH_BYTES never refuses a file awty wrote), each named by its
     smallest id and holding whole lines."""
-    from awty import slotdir
+    from awty.slottree import staging
 
     now = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
     settings = Settings()
     jobs = [jobspec.build({"target": "https://example.com/", "in": "1h",
                            "payload": {"pad": "x" * (10 if i < 7 else 900)}},
                           now=now, settings=settings)[0] for i in range(10)]
-    monkeypatch.setattr(slotdir, "BATCH_MAX", 3)
-    monkeypatch.setattr(slotdir, "BATCH_BYTES", 1500)
+    monkeypatch.setattr(staging, "BATCH_MAX", 3)
+    monkeypatch.setattr(staging, "BATCH_BYTES", 1500)
     tree = SlotTree(tmp_path)
     assert tree.write_many(jobs) == 10
     (sdir,) = (tmp_path / "slots").iterdir()

@@ -391,7 +391,7 @@ def test_finished_slot_is_retired_whole_and_a_late_drop_in_stays(home, clock, rx
     background; a file dropped in while it ran, once the slot was reconciled (which runs
     beside the sending), is put back for the slot's next run."""
     import awty.run.reconcile as reconcile
-    from awty.slotdir import wait_purged
+    from awty.slottree.retire import wait_purged
 
     late = json.dumps({"target": rx.url("/late")})
     reconciled = reconcile.Reconciler._reconcile
@@ -420,14 +420,14 @@ def test_a_retirement_cut_short_gives_its_files_back_at_the_next_run(home, clock
                                                                      monkeypatch):
     """A runner killed between retire()'s rename and its check leaves ``<slot>.<hex>`` in
     .retired: the next run puts its files back, and the slot's next run imports the late one."""
-    from awty import slotdir
+    from awty.slottree import retire
 
     a = make(home, clock)
     job = a.add(rx.url("/first"), in_="1m").job
     cut = home / ".retired" / f"{slot_id(job.next_check_at)}.0a1b2c3d"
     cut.mkdir(parents=True)
     (cut / "late.json").write_text(json.dumps({"target": rx.url("/late")}))
-    monkeypatch.setattr(slotdir, "CUT_SHORT_AGE", 0.0)
+    monkeypatch.setattr(retire, "CUT_SHORT_AGE", 0.0)
     fire(a, clock, job.next_check_at + timedelta(seconds=1))
     assert not cut.exists()
     assert tree_files(home) == [f"{slot_id(job.next_check_at)}/late.json"]
@@ -436,7 +436,7 @@ def test_a_retirement_cut_short_gives_its_files_back_at_the_next_run(home, clock
 
 
 def test_a_symlinked_retired_directory_is_never_used(home, clock, rx, tmp_path):
-    from awty.slotdir import wait_purged
+    from awty.slottree.retire import wait_purged
 
     elsewhere = tmp_path / "elsewhere"
     victim = elsewhere / "202611220900.0a1b2c3d.purge"

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..api import Awty
 from ..errors import AwtyError
-from ..slotdir import SlotTree
+from ..slottree.tree import SlotTree
 from ..store.base import Store
 
 TEMP_FILE_AGE = 60.0  # seconds: a younger .tmp may be a write in progress

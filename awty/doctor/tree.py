@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..api import Awty
 from ..clock import file_time_now
-from ..slotdir import BATCH_SUFFIX, Entry
+from ..slottree.staging import BATCH_SUFFIX
+from ..slottree.tree import Entry
 from ..slots import current_slot, slot_id
 from .base import Ctx, Finding, RETIRED_AGE, TEMP_FILE_AGE, Tally, tree_of
 

@@ -16,7 +16,8 @@ from ..clock import Clock
 from ..config import Settings
 from ..errors import AwtyError, Conflict
 from ..model import Job, SlotSummary
-from ..slotdir import BATCH_SUFFIX, Entry, SlotTree
+from ..slottree.staging import BATCH_SUFFIX
+from ..slottree.tree import Entry, SlotTree
 from ..slots import slot_id
 from ..store.base import Store
 from ..store.filelocks import open_lock_file, try_flock

@@ -37,7 +37,7 @@ from ..model import (
     SlotSummary,
 )
 from ..policy import misfired
-from ..slotdir import SlotTree
+from ..slottree.tree import SlotTree
 from ..slots import current_slot, iso, slot_id
 from ..store.base import Store
 from .attempts import Executing, RunOptions, close_all, executor_for, warm_http

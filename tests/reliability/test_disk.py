@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-import awty.slotdir as slotdir
+import awty.slottree.tree as treemod
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
@@ -215,8 +215,8 @@ def _break_writes(monkeypatch, code: int) -> list[int]:
         refused.append(1)
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(slotdir, "_link_new", fail)
-    monkeypatch.setattr(slotdir, "_rename_into", fail)
+    monkeypatch.setattr(treemod, "_link_new", fail)
+    monkeypatch.setattr(treemod, "_rename_into", fail)
     return refused
 
 
@@ -258,7 +258,7 @@ def test_cli_add_when_envelopes_cannot_be_written(home, tmp_path):
     site.mkdir()
     (site / "sitecustomize.py").write_text(
         "import errno, os\n"
-        "import awty.slotdir as s\n"
+        "import awty.slottree.tree as s\n"
         "def _fail(*a, **k):\n"
         "    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
         "s._link_new = s._rename_into = _fail\n")
@@ -300,8 +300,8 @@ def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
             removals.append(0)
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-        monkeypatch.setattr(slotdir.SlotTree, "remove_many", no_unlink)
-        monkeypatch.setattr(slotdir.SlotTree, "retire", no_retire)
+        monkeypatch.setattr(treemod.SlotTree, "remove_many", no_unlink)
+        monkeypatch.setattr(treemod.SlotTree, "retire", no_retire)
         clock.set(slot + timedelta(seconds=1))
         summary = a.run_slot(slot)  # must not raise: the store recorded every result
         monkeypatch.undo()

@@ -37,7 +37,8 @@ from awty.cli import app
 from awty.clock import FixedClock
 from awty.jobspec import SPEC_KEYS
 from awty.ids import new_id
-from awty.slotdir import Entry, SlotTree, envelope_bytes
+from awty.slottree.staging import envelope_bytes
+from awty.slottree.tree import Entry, SlotTree
 from awty.slots import from_iso, is_boundary, iso, slot_id
 from conftest import T0, db_rows, tree_files, tree_jobs
 from awty.testing.receiver import Receiver

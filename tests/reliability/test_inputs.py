@@ -40,7 +40,7 @@ from awty.api import Awty
 from awty.cli import app
 from awty.errors import InvalidInput
 from awty.ids import new_id
-from awty.slotdir import envelope_bytes
+from awty.slottree.staging import envelope_bytes
 from awty.slots import iso, slot_id
 from conftest import T0, db_rows, tree_files
 

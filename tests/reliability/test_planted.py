@@ -21,7 +21,7 @@ from awty import config, jobspec
 from awty.api import Awty
 from awty.config import Settings
 from awty.errors import InvalidInput
-from awty.slotdir import SlotTree
+from awty.slottree.tree import SlotTree
 from awty.slots import parse_slot_id, slot_id
 
 VICTIM = "precious data\n"

@@ -13,7 +13,7 @@ from awty.config import load
 from awty.errors import Conflict
 from awty.model import Job, Kind, Status
 from awty.run.runner import Runner
-from awty.slotdir import SlotTree
+from awty.slottree.tree import SlotTree
 
 NOW = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 SLOTS = [datetime(2026, 11, 22, h, 0, tzinfo=UTC) for h in (11, 14)]

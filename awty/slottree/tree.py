@@ -1,7 +1,9 @@
 """The slot tree: ``<home>/slots/<YYYYMMDDHHMM>/<job-id>.json``, one small envelope per pending
 job, or ``<first-id>.batch.jsonl``, the envelopes (one a line) of the jobs one batch put in that
-slot. It is the runner's work list and what an operator sees with ``ls``; SQLite decides what is
-true. Files are written atomically (temp file + rename) and never followed through symlinks.
+slot (``staging``). It is the runner's work list and what an operator sees with ``ls``; the
+store decides what is true. Files are written atomically (temp file + rename) and never followed
+through symlinks; bad files are set aside (``rejected``), finished slots retired whole
+(``retire``).
 """
 
 from __future__ import annotations
@@ -9,70 +11,38 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
-from .clock import file_time_now
-from .ids import is_id
-from .model import Job
-from .record import Record, _draft, _seal
-from .safeio import private_dir_fd, replace_in
-from .slots import iso, parse_slot_id, slot_id
+from ..ids import is_id
+from ..model import Job
+from ..record import Record, _draft, _seal
+from ..safeio import OPEN_DIR, OPEN_READ, is_real_dir, private_dir_fd, private_dirs, replace_in
+from ..slots import parse_slot_id, slot_id
+from . import rejected as _rejected
+from . import retire as _retire
+from .rejected import Rejected
+from .staging import (
+    BATCH_SUFFIX,
+    LINE_HEAD,
+    MAX_BATCH_BYTES,
+    MAX_ENVELOPE_BYTES,
+    batch_files,
+    batch_name_id,
+    envelope_bytes,
+    known_name,
+    staged,
+)
+from .staging import incoming_dirs as _incoming_dirs
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from typing import Any
-    import subprocess  # imported where used: a purge is rare
 
-ENVELOPE_VERSION = 1
-_PURGE = re.compile(r"[0-9]{12}\.[0-9a-f]{8}\.purge")  # what retire() names, and nothing else
-_CUT_SHORT = re.compile(r"[0-9]{12}\.[0-9a-f]{8}")  # retired, its late files not yet put back
-CUT_SHORT_AGE = 60.0  # seconds: a younger one may be another runner's retire() in progress
-MAX_ENVELOPE_BYTES = 64 * 1024
-# A batch puts the envelopes of the jobs it adds to one slot in one file: creating a file cost
-# 16-75 µs of kernel time here (mostly the inode), more than the rest of a job's add.
-BATCH_SUFFIX = ".batch.jsonl"
-BATCH_MIN = 2  # jobs of one batch in one slot that get a batch file (one alone: <id>.json)
-BATCH_MAX = 10_000  # envelopes in one batch file (a bigger share of a slot: several files)
-BATCH_BYTES = 16 * 1024 * 1024  # and bytes: big payloads make smaller files
-MAX_BATCH_BYTES = 64 * 1024 * 1024  # a batch file larger is refused (awty writes none)
-_LINE_HEAD = b'{"v":%d,"id":"' % ENVELOPE_VERSION  # how each line awty writes begins
-# O_NONBLOCK: opening a FIFO someone left in a slot must not wait for a writer (it is then
-# refused as "not a regular file"); it changes nothing for regular files.
-_OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
 _NOT_A_DIR = (errno.ENOTDIR, errno.ELOOP)  # what O_NOFOLLOW|O_DIRECTORY says of a symlink
-
-
-_QUOTE = json.encoder.encode_basestring_ascii  # json.dumps of a str, without dumps' checks
-
-
-def _q(text: str | None) -> str:
-    return "null" if text is None else _QUOTE(text)
-
-
-def envelope_bytes(job: Job, isos: dict[datetime, str] | None = None) -> bytes:
-    """What the slot tree holds for a job: enough to see (and re-import) it by hand. Built as
-    text around the stored payload JSON, which is embedded as-is (no re-parse per job).
-    ``isos``: instants already spelled, shared by a batch (its jobs share a few times)."""
-    if isos is None:
-        first, slot = iso(job.first_check_at), iso(job.next_check_at)
-    else:
-        first = isos.get(job.first_check_at) or isos.setdefault(job.first_check_at,
-                                                                  iso(job.first_check_at))
-        slot = isos.get(job.next_check_at) or isos.setdefault(job.next_check_at,
-                                                                iso(job.next_check_at))
-    head = (f'{{"v":{ENVELOPE_VERSION},"id":"{job.id}","kind":"{job.kind}",'
-            f'"target":{_q(job.target)},"entity":{_q(job.entity_name)},'
-            f'"key":{_q(job.entity_key)},"first_check_at":"{first}",'
-            f'"next_check_at":"{slot}","check_count":{job.check_count},')
-    if job.headers:
-        head += f'"headers":{json.dumps(job.headers)},'
-    return (head + f'"payload":{job.payload_json}}}').encode()
 
 
 # O_TMPFILE + link: an unnamed file made whole, then given its name in one step. Atomic like
@@ -88,21 +58,6 @@ def _link_new(dfd: int, final: str, data: bytes) -> None:
         os.link(f"/proc/self/fd/{fd}", final, dst_dir_fd=dfd, follow_symlinks=True)
     finally:
         os.close(fd)
-
-
-def batch_name_id(name: str) -> str | None:
-    """The id a batch file is named by (its first job's), or None for any other name."""
-    if name.endswith(BATCH_SUFFIX):
-        stem = name[:-len(BATCH_SUFFIX)]
-        return stem if is_id(stem) else None
-    return None
-
-
-def _known_name(name: str, here: set[str] | dict[str, Any]) -> bool:
-    """An envelope (single or batch) named by an id in ``here``."""
-    if name.endswith(".json"):
-        return name[:-5] in here
-    return name.endswith(BATCH_SUFFIX) and name[:-len(BATCH_SUFFIX)] in here
 
 
 def _parse(raw: bytes) -> Any:
@@ -143,49 +98,6 @@ def _rename_into(dfd: int, final: str, data: bytes) -> None:
     replace_in(dfd, final, data)  # a fresh temp name (O_EXCL, O_NOFOLLOW), renamed over
 
 
-def _private_dirs(path: Path) -> None:
-    """``mkdir -p`` whose every new directory is 0700 whatever the umask (``Path.mkdir`` makes
-    the parents it creates with the umask's mode: a world-writable ``slots/`` under umask 0)."""
-    if not path.parent.is_dir():
-        _private_dirs(path.parent)
-    path.mkdir(mode=0o700, exist_ok=True)
-
-
-def _is_real_dir(path: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
-
-
-def _read_note(path: Path) -> str | None:
-    try:
-        fd = os.open(path, _OPEN_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, REASON_LIMIT).decode("utf-8", "replace").strip()
-    finally:
-        os.close(fd)
-
-
-# the detached removals this process started (reaped as they end)
-_PURGES: list[subprocess.Popen[bytes]] = []
-
-
-def _reap() -> None:
-    _PURGES[:] = [p for p in _PURGES if p.poll() is None]
-
-
-def wait_purged(timeout: float | None = None) -> None:
-    """Wait for this process's background removals (tests, benchmarks)."""
-    for p in list(_PURGES):
-        p.wait(timeout)
-    _reap()
-
-
 class Entry(Record):
     __slots__ = ("name", "dir", "job_id")
     name: str  # file name in the slot directory
@@ -209,25 +121,6 @@ class Entry(Record):
         # made when used: a run lists every entry of its slot beside the sending, and joining
         # a Path for each was half of the 5.8 µs an entry took (0.6 s for 100,000, under the GIL)
         return self.dir / self.name
-
-
-class Rejected(Record):
-    """A file set aside in ``rejected/<slot>/``, and why (its ``.reason`` note)."""
-
-    __slots__ = ("path", "slot", "reason")
-    path: Path
-    slot: str
-    reason: str | None
-
-    def __new__(cls, path: Path, slot: str, reason: str | None) -> Rejected:
-        s = _draft(cls)
-        s.path = path
-        s.slot = slot
-        s.reason = reason
-        return _seal(s, cls)
-
-
-REASON_LIMIT = 4096  # bytes of a .reason note read back
 
 
 class SlotTree:
@@ -256,8 +149,8 @@ class SlotTree:
         a symlink: files moved back into a slot never land outside the tree."""
         path = self.root / sid
         if sid not in self._made:
-            _private_dirs(path)
-            if not (_is_real_dir(str(self.root)) and _is_real_dir(str(path))):
+            private_dirs(path)
+            if not (is_real_dir(str(self.root)) and is_real_dir(str(path))):
                 raise OSError(errno.ENOTDIR, f"{path} is not a directory of the slot tree")
             self._made.add(sid)
         return path
@@ -270,26 +163,12 @@ class SlotTree:
         self._put(slot_id(job.next_check_at), f"{job.id}.json", envelope_bytes(job, isos))
 
     def write_batch(self, jobs: list[Job], isos: dict[datetime, str] | None = None) -> None:
-        """These jobs' envelopes (all of one slot), one a line, in files of at most
-        ``BATCH_MAX`` lines and ``BATCH_BYTES``, each ``<first-id>.batch.jsonl`` (the smallest
-        of its ids: names sort by time) and written atomically as an envelope is: a reader
-        sees every line or no file. A file goes once none of its jobs is pending in the slot
-        (``settle_batches``, the reconciler, or with the slot's directory when it is
-        retired)."""
-        isos = {} if isos is None else isos
+        """These jobs' envelopes (all of one slot), one a line, in batch files
+        (``staging.batch_files``), each written atomically as an envelope is: a reader sees
+        every line or no file."""
         sid = slot_id(jobs[0].next_check_at)
-        lines: list[bytes] = []
-        ids: list[str] = []
-        size = 0
-        for j in jobs:
-            line = envelope_bytes(j, isos)
-            if lines and (len(lines) >= BATCH_MAX or size + len(line) > BATCH_BYTES):
-                self._put(sid, f"{min(ids)}{BATCH_SUFFIX}", b"\n".join(lines) + b"\n")
-                lines, ids, size = [], [], 0
-            lines.append(line)
-            ids.append(j.id)
-            size += len(line) + 1
-        self._put(sid, f"{min(ids)}{BATCH_SUFFIX}", b"\n".join(lines) + b"\n")
+        for name, data, _ in batch_files(jobs, {} if isos is None else isos):
+            self._put(sid, name, data)
 
     def _put(self, sid: str, final: str, data: bytes) -> None:
         for again in (False, True):
@@ -338,7 +217,7 @@ class SlotTree:
         """Home, made (0700) if missing: a batch's first envelopes may come before the store
         (which makes it) is opened."""
         if not self.home.is_dir():
-            _private_dirs(self.home)
+            private_dirs(self.home)
         return self.home
 
     def root_fd(self) -> int:
@@ -368,31 +247,16 @@ class SlotTree:
                 self._root_fd = None
 
     def write_many(self, jobs: Iterable[Job]) -> int:
-        """The envelopes of jobs added together: a slot given ``BATCH_MIN`` of them or more
-        gets batch files (``write_batch``), a slot given one its ``<id>.json``."""
-        isos: dict[datetime, str] = {}
-        by_slot: dict[datetime, list[Job]] = {}
-        for job in jobs:
-            got = by_slot.get(job.next_check_at)
-            if got is None:
-                by_slot[job.next_check_at] = [job]
-            else:
-                got.append(job)
+        """The envelopes of jobs added together (``staging.staged``: batch files for a slot
+        given several); returns how many jobs they hold."""
         n = 0
-        for group in by_slot.values():
-            if len(group) < BATCH_MIN:
-                for job in group:
-                    self.write(job, isos)
-            else:
-                self.write_batch(group, isos)
-            n += len(group)
+        for sid, name, data, held in staged(jobs):
+            self._put(sid, name, data)
+            n += held
         return n
 
     def incoming_dirs(self) -> list[Path]:
-        try:
-            return sorted(self.incoming.iterdir())
-        except FileNotFoundError:
-            return []
+        return _incoming_dirs(self.incoming)
 
     def remove(self, job_id: str, slot: datetime) -> bool:
         sid = slot_id(slot)
@@ -400,7 +264,7 @@ class SlotTree:
             fd = self._fds.get(sid)
             try:
                 if fd is None:
-                    if not _is_real_dir(os.path.join(self.root, sid)):
+                    if not is_real_dir(os.path.join(self.root, sid)):
                         return False
                     fd = self._dir_fd(sid)
                 os.unlink(f"{job_id}.json", dir_fd=fd)
@@ -414,7 +278,7 @@ class SlotTree:
         not one: its id goes to ``missing``, when given: a job of a batch file, say). Safe to
         call from several threads at once: it keeps its own descriptor."""
         try:
-            fd = os.open(self.root / slot_id(slot), _OPEN_DIR)
+            fd = os.open(self.root / slot_id(slot), OPEN_DIR)
         except FileNotFoundError:
             if missing is not None:
                 missing += job_ids
@@ -437,94 +301,23 @@ class SlotTree:
 
     def retire(self, slot: datetime, done: set[str],
                ended: Callable[[list[str]], set[str]] | None = None) -> int:
-        """Take a finished slot's directory out of the tree in one rename, for
-        ``purge_retired`` to delete. ``done`` are the ids whose envelopes may go with it, and
-        those ``ended`` says have ended (other shards' work); any other file (dropped in while
-        the slot ran) is moved back into a new slot directory.
-        Returns how many were moved back. Raises OSError when the directory cannot be moved
-        (nothing changed then)."""
+        """Take a finished slot's directory out of the tree in one rename (``retire.retire``);
+        returns how many files were moved back into the slot."""
         sid = slot_id(slot)
         self._forget(sid)
-        _private_dirs(self.retired)
-        if not _is_real_dir(str(self.retired)):
-            raise OSError(errno.ENOTDIR, f"{self.retired} is not a directory")
-        dest = self.retired / f"{sid}.{os.urandom(4).hex()}"
-        try:
-            os.rename(self.root / sid, dest)
-        except FileNotFoundError:
-            return 0
-        # A batch file goes by its name's id, as an envelope does: the slot has no rows left,
-        # and the file was awty's if its first job was (a drop-in names no job awty has).
-        strangers = [n for n in os.listdir(dest) if not _known_name(n, done)]
-        if strangers and ended is not None:
-            # Another shard's finished envelopes (its own run removes them a moment later)
-            # go with the slot: moved back, they would outlive that removal as orphans.
-            named = [i for i in (n[:-5] if n.endswith(".json") else batch_name_id(n)
-                                 for n in strangers) if i]
-            gone = ended(named)
-            strangers = [n for n in strangers if not _known_name(n, gone)]
-        moved = 0
-        if strangers:
-            back = self._ensure(sid)
-            for name in strangers:
-                try:
-                    os.rename(dest / name, back / name)
-                    moved += 1
-                except FileNotFoundError:
-                    # another shard's runner removed its own finished envelope meanwhile
-                    continue
-        os.rename(dest, dest.with_name(dest.name + ".purge"))
-        return moved
+        return _retire.retire(self.root / sid, self.retired, done, ended,
+                              lambda: self._ensure(sid))
 
     def purge_retired(self) -> None:
-        """Delete the retired slot directories without waiting for it: a detached ``rm -rf``
-        (C, its own process: no GIL, and the caller may exit). Without ``rm``, in process."""
-        _reap()
-        if not _is_real_dir(str(self.retired)):
-            return  # absent, or not ours to empty (a symlink is never followed)
-        try:
-            names = os.listdir(self.retired)
-        except OSError:
-            return  # left for doctor to report: the slots have run, that is what counts
-        for name in names:  # a runner killed inside retire(): its files go back to the slot
-            if _CUT_SHORT.fullmatch(name):
-                try:
-                    if file_time_now() - os.lstat(self.retired / name).st_ctime > CUT_SHORT_AGE:
-                        self.restore_retired(self.retired / name)
-                except (OSError, ValueError):
-                    pass  # doctor reports it
-        paths = [str(self.retired / n) for n in names if _PURGE.fullmatch(n)]
-        if not paths:
-            return
-        import subprocess
-
-        try:
-            _PURGES.append(subprocess.Popen(
-                ["rm", "-rf", "--", *paths], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        except OSError:
-            import shutil
-
-            for path in paths:
-                shutil.rmtree(path, ignore_errors=True)
+        """Delete the retired slot directories without waiting for it (``retire.purge``)."""
+        _retire.purge(self.retired, self._ensure)
 
     def retired_dirs(self) -> list[Path]:
-        try:
-            return sorted(self.retired.iterdir())
-        except FileNotFoundError:
-            return []
+        return _retire.retired_dirs(self.retired)
 
     def restore_retired(self, path: Path) -> int:
-        """Put back the files of a retirement cut short (a crash between its rename and its
-        check): the slot's next run sorts them out (orphans go, drop-ins are imported)."""
-        sid = path.name.split(".", 1)[0]
-        parse_slot_id(sid)  # ValueError: not a directory awty retired
-        back = self._ensure(sid)
-        names = os.listdir(path)
-        for name in names:
-            os.rename(path / name, back / name)
-        os.rmdir(path)
-        return len(names)
+        """Put back the files of a retirement cut short (``retire.restore``)."""
+        return _retire.restore(path, self._ensure)
 
     def remove_slot_if_empty(self, slot: datetime) -> bool:
         sid = slot_id(slot)
@@ -540,7 +333,7 @@ class SlotTree:
         """Every non-hidden file name in the slot directory, in no set order. A slot "directory"
         that is a symlink is not listed through (see ``set_aside_slot_link``)."""
         try:
-            fd = os.open(self.slot_path(slot), _OPEN_DIR)
+            fd = os.open(self.slot_path(slot), OPEN_DIR)
         except OSError as e:
             if e.errno == errno.ENOENT or e.errno in _NOT_A_DIR:
                 return []
@@ -565,7 +358,7 @@ class SlotTree:
         become Entries: at 100,000 files, every name sorted, checked as an id and wrapped took
         the sending loop's GIL for ~0.3 s."""
         names = self.names(slot) if names is None else names
-        return list(self.entries(slot, [n for n in names if not _known_name(n, here)]))
+        return list(self.entries(slot, [n for n in names if not known_name(n, here)]))
 
     def read(self, entry: Entry) -> dict[str, Any]:
         """Parse an envelope without following symlinks; raises ValueError with the reason."""
@@ -577,7 +370,7 @@ class SlotTree:
         with the reason (unreadable, too large, a line that is not a JSON object)."""
         out: list[str | None] = []
         for n, line in enumerate(self._raw(entry, MAX_BATCH_BYTES).splitlines(), 1):
-            if line.startswith(_LINE_HEAD) and line[39:40] == b'"':
+            if line.startswith(LINE_HEAD) and line[39:40] == b'"':
                 out.append(line[13:39].decode("ascii", "replace"))
             elif line.strip():
                 got = _line(n, line).get("id")
@@ -610,7 +403,7 @@ class SlotTree:
 
     def _raw(self, entry: Entry, limit: int) -> bytes:
         try:
-            fd = os.open(entry.path, _OPEN_NOFOLLOW)
+            fd = os.open(entry.path, OPEN_READ)
         except OSError as e:
             if e.errno == errno.ELOOP:  # a symlink
                 raise ValueError("is a symlink (never followed)") from None
@@ -634,43 +427,13 @@ class SlotTree:
             os.close(fd)
 
     def set_aside(self, entry: Entry, slot: datetime, reason: str) -> Path:
-        """Move a bad file out of the slot into ``rejected/<slot>/`` with a ``.reason`` note.
-        Neither ``rejected/`` nor its slot directory is followed if it is a symlink (OSError)."""
-        sid = slot_id(slot)
-        dfd = private_dir_fd(self.home, "rejected", sid)
-        try:
-            # rename moves a symlink itself, never its target
-            os.rename(entry.path, entry.name, dst_dir_fd=dfd)
-            replace_in(dfd, entry.name + ".reason",
-                       (reason + "\n").encode("utf-8", "backslashreplace"))
-        finally:
-            os.close(dfd)
-        return self.rejected / sid / entry.name
+        """Move a bad file out of the slot into ``rejected/<slot>/`` with a ``.reason`` note
+        (``rejected.set_aside``)."""
+        return _rejected.set_aside(self.home, entry.path, slot, reason)
 
     def rejected_files(self) -> list[Rejected]:
-        """Every file set aside, oldest slot first, with its reason (for ``doctor``). Nothing
-        under ``rejected/`` is followed through a symlink."""
-        out: list[Rejected] = []
-        try:
-            slots = sorted(e.name for e in os.scandir(self.rejected)
-                           if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        for sid in slots:
-            path = self.rejected / sid
-            try:
-                names = sorted(os.listdir(path))
-            except OSError:
-                continue
-            have = set(names)
-            for name in names:
-                if name.startswith(".") or name.endswith(".reason"):
-                    continue
-                reason = None
-                if name + ".reason" in have:
-                    reason = _read_note(path / (name + ".reason"))
-                out.append(Rejected(path / name, sid, reason))
-        return out
+        """Every file set aside, oldest slot first, with its reason (for ``doctor``)."""
+        return _rejected.rejected_files(self.rejected)
 
     def set_aside_slot_link(self, slot: datetime) -> str | None:
         """A slot must be a real directory. A symlink (or any non-directory) in its place is
