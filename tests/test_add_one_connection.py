@@ -1,6 +1,7 @@
 """One ``awty add`` on a PostgreSQL home opens one plain connection, no pool (issue 34 #5): a
 one-shot command makes a few calls and exits, and importing psycopg_pool (and its worker
-thread opening a second connection) was a third of what the add paid beyond SQLite's."""
+thread opening a second connection) was a third of what the add paid beyond SQLite's. One
+job does not import psycopg at all (tests/test_pg_light.py)."""
 
 from __future__ import annotations
 
@@ -21,22 +22,25 @@ def _env(home, backend) -> dict[str, str]:
 
 
 def test_one_add_imports_no_pool(backend, home):
-    """Both stores: the add is stored; on PostgreSQL psycopg is imported, its pool never."""
+    """Both stores: the add is stored; on PostgreSQL psycopg's pool is never imported, nor
+    psycopg itself for one job."""
     with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
         a.init()
     for args in (["add", "https://example.com/one", "--in", "1h", "--json"],
                  ["add", "--batch", "-", "--json"]):
         p = subprocess.run([sys.executable, "-X", "importtime", "-m", "awty", *args],
-                           input='{"target": "https://example.com/b", "in": "2h"}\n',
+                           input='{"target": "https://example.com/b", "in": "2h"}\n'
+                                 '{"target": "https://example.com/c", "in": "2h"}\n',
                            capture_output=True, text=True, env=_env(home, backend), timeout=120)
         assert p.returncode == 0, p.stderr[-2000:]
         imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines()
                     if line.startswith("import time:")}
         assert "psycopg_pool" not in imported
-        assert ("psycopg" in imported) == (backend.kind == "postgres")
+        # one job goes through libpq alone (store/pg_light.py); a batch of two through psycopg
+        assert ("psycopg" in imported) == (backend.kind == "postgres" and "--batch" in args)
     with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
-        assert sorted(j.target for j in a.list()) == ["https://example.com/b",
-                                                       "https://example.com/one"]
+        assert sorted(j.target for j in a.list()) == [
+            "https://example.com/b", "https://example.com/c", "https://example.com/one"]
 
 
 def test_a_one_shot_store_serves_a_call_made_while_it_streams(backend, home):

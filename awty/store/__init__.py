@@ -39,6 +39,17 @@ def open(spec: StoreSpec, *, mode: str = "use",  # noqa: A001 - its verb
         return SQLiteStore(Path(spec.where), busy_timeout=spec.busy_timeout,
                            create=mode != "read", migrate=mode != "read",
                            locks=None if spec.locks is None else Path(spec.locks))
+    if one_shot and mode == "use":
+        # one `awty add`: libpq without psycopg's import, the rest by the store below
+        from .pg_light import open_light
+
+        light = open_light(spec, lambda: _postgres(spec, mode, one_shot))
+        if light is not None:
+            return light
+    return _postgres(spec, mode, one_shot)
+
+
+def _postgres(spec: StoreSpec, mode: str, one_shot: bool) -> Store:
     try:
         from .postgres import PostgresStore
     except ImportError as e:

@@ -41,6 +41,10 @@ EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "s
 EXECUTION_COPY_TYPES = ("text", "timestamptz", "text", "int4", "int4", "text", "int4", "float8",
                         "float8", "text", "text", "int4")
 
+# Seconds a statement may wait for its answer before the store asks whether the server is
+# still there (pg_watch, pg_light): awty's statements take milliseconds; past this, ask.
+PROBE_AFTER = 1.0
+
 SCHEDULE_COLUMNS = ("name, cron, every, start, zone, missed, missed_window, resolution, "
                     "template, next_at, paused_at, created_at")
 
@@ -71,6 +75,9 @@ LIVENESS = "f.lease_key IN (" + ALIVE + "), " + CLOCK
 TEXTS = {
     "copy_jobs": f"COPY {{s}}.future_job ({_JOB}, fingerprint, shard_key) FROM STDIN "
                  "(FORMAT BINARY)",
+    # the one statement of a light one-job add (pg_light: libpq's own $n parameters, as text)
+    "insert_job": f"INSERT INTO {{s}}.future_job ({_JOB}, fingerprint, shard_key) VALUES ("
+                  + ", ".join(f"${i}" for i in range(1, len(JOB_COLUMNS) + 3)) + ")",
     "copy_history": f"COPY {{s}}.job_history ({', '.join(HISTORY_COLUMNS)}) FROM STDIN "
                     "(FORMAT BINARY)",
     "copy_executions": f"COPY {{s}}.job_execution ({', '.join(EXECUTION_COLUMNS)}) "

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-PROBE_AFTER = 1.0  # seconds: awty's statements take milliseconds; past this, ask
+from .pg_sql import PROBE_AFTER
+
 TICK = 0.25
 
 
