@@ -167,7 +167,7 @@ class LightStore:
             self._finish()
             raise
 
-    def _opening(self) -> dict:
+    def _opening(self) -> dict[str, Any]:
         """The schema's version and the store's meta, one round trip (``Sql.opening``)."""
         row = self._query("cannot open the store", self.sql.opening, (), rows=True)
         if not row or row[0] is None or int(row[0]) != pg_migrations.LATEST:
@@ -187,7 +187,7 @@ class LightStore:
     def spec(self) -> StoreSpec:
         return self._spec
 
-    def meta(self) -> dict:
+    def meta(self) -> dict[str, Any]:
         return dict(self._meta)
 
     def close(self) -> None:
@@ -339,6 +339,6 @@ def _text(v: Any) -> str | None:
 def open_light(spec: StoreSpec, full: Callable[[], Store]) -> Store | None:
     """A ``LightStore`` for ``spec``, or None when the real store must open it."""
     try:
-        return LightStore(spec, full)  # type: ignore[return-value]
+        return LightStore(spec, full)
     except (_Unsure, _Lost):
         return None
