@@ -6,8 +6,9 @@ AWTY_NOW; a real 127.0.0.1 receiver where an example's point is a callback (the 
 
 Rewritten before running, and only these: the ``01JD…`` id placeholders become real ids (a
 pending job, one calling the receiver for ``run``, a failed one for ``retry``), ``/srv/awty``
-and ``/home/me`` become paths under the test's directory, and ``| jq …`` is replaced by checking
-that the output is JSON. ``awty serve`` runs until stopped: it is started as a real process on
+and ``/home/me`` become paths under the test's directory, a schedule's ``https://example.com/``
+target becomes the receiver (``schedule run`` fires it now), and ``| jq …`` is replaced by
+checking that the output is JSON. ``awty serve`` runs until stopped: it is started as a real process on
 127.0.0.1 (whatever ``--host`` the example names) and a free port, with a test certificate where
 it names ``--certfile``/``--keyfile``, checked to answer ``/healthz``, and stopped; ``awty
 receiver`` likewise, checked to print a callback posted to it. "First ten minutes" is also
@@ -118,7 +119,9 @@ def test_examples_are_found():
     assert "awty receiver --port 8080" in readme  # run briefly as a real process
     for first_words in ("awty run 01JD… --json", "awty systemd --install",  # docs/commands, running
                         "awty token new billing", "awty serve",  # docs/http-api
-                        "awty import home.jsonl --allow-exec"):  # docs/several-hosts
+                        "awty import home.jsonl --allow-exec",  # docs/several-hosts
+                        "awty schedule run report",  # docs/schedules
+                        "awty schedule import-crontab my.crontab --apply"):
         assert any(c.startswith(first_words) for c in readme), first_words
     assert "awty add 'notify-send done' --exec --at 'tomorrow 09:00'" in helps
     assert "awty reschedule 01JD3… --in 1d" in helps
@@ -170,6 +173,8 @@ def run_example(example: str, world) -> None:
         else:
             job = pending_id(home)
         text = PLACEHOLDER.sub(job, text)
+    if text.startswith("awty schedule add "):
+        text = text.replace("https://example.com/", world["rx"].url("/"))
     if text.startswith("awty serve"):
         return serve_briefly(text, world)
     if text.startswith("awty receiver"):
@@ -294,6 +299,14 @@ def test_every_readme_command_runs(world):
     # `cancel --entity order --key 42` ended the jobs added for order 42, the --call one too.
     cancelled = {h["id"] for h in db_rows(home, "job_history") if h["outcome"] == "cancelled"}
     assert len(cancelled) >= 2
+    # docs/schedules.md: `schedule run report` fired once, naming its schedule and no
+    # occurrence; `remove` ended it; the crontab's lines became schedules beside `backup`.
+    assert [(r.headers.get("x-awty-schedule"), r.headers.get("x-awty-occurrence"))
+            for r in world["rx"].requests("/hooks/report")] == [("report", None)]
+    schedules = {s["name"]: s for s in db_rows(home, "schedule")}
+    assert {"backup", "backup-2", "curl-example-com"} <= set(schedules)
+    assert "report" not in schedules
+    assert schedules["backup-2"]["cron"] == "0 3 * * *"
 
 
 @pytest.mark.slow
@@ -309,7 +322,7 @@ def test_readme_times_land_where_the_readme_says(world):
     home = world["home"]
     got = {}
     for example in readme_commands():
-        if "/hooks/report" not in example:
+        if not example.startswith("awty add ") or "/hooks/report" not in example:
             continue
         args = shlex.split(example, comments=True)[1:]
         res = runner.invoke(app, [*args, "--json", "--dry-run"],
