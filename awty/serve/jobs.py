@@ -155,9 +155,11 @@ async def list_jobs(request: Request) -> Response:
 
 
 def query_int(text: str | None, default: int, top: int, name: str = "limit") -> int:
+    """A whole number 1 to ``top`` from a query string (``default`` when absent)."""
     if text is None:
         return default
-    if not text.isdigit() or not 0 < int(text) <= top:
+    # ASCII digits only: str.isdigit() holds for '²', which int() refuses
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= top:
         raise Problem(400, f"{name} must be 1 to {top}", field=name)
     return int(text)
 

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from ..documents import history_dict
 from .auth import authorize
+from .jobs import query_int
 from .problems import Problem
 
 if TYPE_CHECKING:
@@ -28,13 +29,11 @@ def history_rows(a: Awty, q: dict[str, str]) -> list[dict[str, Any]]:
     if outcome not in (None, *OUTCOMES):
         raise Problem(400, f"outcome must be {', '.join(OUTCOMES[:-1])} or {OUTCOMES[-1]}",
                       field="outcome")
-    limit = q.get("limit") or str(HISTORY_LIMIT)
-    if not limit.isdigit() or not 0 < int(limit) <= HISTORY_MAX:
-        raise Problem(400, f"limit must be 1 to {HISTORY_MAX}", field="limit")
+    limit = query_int(q.get("limit") or None, HISTORY_LIMIT, HISTORY_MAX)
     since = a.parse_time(q["since"]) if q.get("since") else None
     return [history_dict(h) for h in a.history(
         outcome=outcome, entity=q.get("entity") or None, key=q.get("key") or None, since=since,
-        limit=int(limit))]
+        limit=limit)]
 
 
 async def history(request: Request) -> Response:
