@@ -1,13 +1,14 @@
 """Moving a home between stores (SQLite <-> PostgreSQL): ``export`` writes JSON lines, the
-recurring schedules first, then pending jobs, then history, then a last line with the counts; ``load`` checks those counts, that
-the target holds nothing yet, and that every row arrived. The stores do the reading and writing
-(``Store.export_pending``, ``export_history``, ``import_home``); this module turns records into
-lines and back, and trusts no line: every job, pending or kept by a history row, goes through
-the checks of ``add`` (``jobspec.rebuild``: its id names a file; its target, payload and kind
-are what a runner will act on), exec and python jobs only when the import allows them
-(``Trust``), every history row's fields are checked (``Trust.history``), and every schedule
-as ``awty schedule add`` checks it, its template as a job (``Trust.schedule``). Executions (the
-per-attempt log) are not moved.
+recurring schedules first, then pending jobs, then history, then a last line with the counts;
+``load`` checks those counts, that the target holds nothing yet, and that every row arrived.
+The stores do the reading and writing (``Store.export_schedules``, ``export_pending``,
+``export_history``, ``import_home``); this module turns records into lines and back, and
+trusts no line: every job, pending or kept by a history row, goes through the checks of
+``add`` (``jobspec.rebuild``: its id names a file; its target, payload and kind are what a
+runner will act on), exec and python jobs only when the import allows them (``Trust``), every
+history row's fields are checked (``Trust.history``), and every schedule as ``awty schedule
+add`` checks it, its template as a job (``Trust.schedule``). Executions (the per-attempt log)
+are not moved.
 
 A job in flight at export is written as pending: stop the runners before moving a home, or its
 callback may be sent once by the old home and once by the new one."""
@@ -158,13 +159,13 @@ class Moved:
 
 
 def export(store: Store, out: IO[str]) -> Moved:
-    """Write the store's schedules, pending jobs and history to ``out``; memory stays flat
-    but for the schedules (one row each, read at once)."""
+    """Write the store's schedules, pending jobs and history to ``out``, each streamed:
+    memory stays flat however many there are."""
     out.write(json.dumps({"format": FORMAT}) + "\n")
-    jobs = history = 0
-    schedules = store.schedules()
-    for s in schedules:
+    jobs = history = schedules = 0
+    for s in store.export_schedules():
         out.write(json.dumps({"schedule": _schedule_doc(s)}) + "\n")
+        schedules += 1
     for job, fp in store.export_pending():
         out.write(json.dumps({"job": _job_doc(as_pending(job)), "fingerprint": fp}) + "\n")
         jobs += 1
@@ -173,9 +174,9 @@ def export(store: Store, out: IO[str]) -> Moved:
         history += 1
     end = {"jobs": jobs, "history": history}
     if schedules:  # an export without schedules reads as before
-        end["schedules"] = len(schedules)
+        end["schedules"] = schedules
     out.write(json.dumps({"end": end}) + "\n")
-    return Moved(jobs, history, len(schedules))
+    return Moved(jobs, history, schedules)
 
 
 def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str],

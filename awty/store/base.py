@@ -301,6 +301,9 @@ class Store(Protocol):
         nothing on)."""
 
     # -- moving a home (``awty export`` / ``awty import``) --------------------------------
+    def export_schedules(self) -> Iterator[Schedule]:
+        """Every schedule, by name, streamed (memory stays flat)."""
+
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:
         """Every job in ``future_job`` (in flight ones as they are) with its idempotency
         fingerprint, in (next_check_at, id) order, streamed (memory stays flat)."""

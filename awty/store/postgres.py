@@ -853,6 +853,10 @@ class PostgresStore:
             return cur.execute(self.sql.revoke_token, (name,)).rowcount > 0
 
     # -- moving a home (export / import: pg_portable) -------------------------------------
+    def export_schedules(self) -> Iterator[Schedule]:
+        for r in self._rows_streamed(self.sql.schedules, "cannot export"):
+            yield pg_schedules.row_to_schedule(r)
+
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:
         for r in self._rows_streamed(pg_portable.selects(self.schema)[0], "cannot export"):
             yield row_to_job(r), r[-1]

@@ -602,6 +602,9 @@ class SQLiteStore:
             return c.execute("DELETE FROM api_token WHERE name = ?", (name,)).rowcount > 0
 
     # -- moving a home (export / import) --------------------------------------------------
+    def export_schedules(self) -> Iterator[Schedule]:
+        return sqlite_schedules.streamed(self.conn)
+
     def export_pending(self) -> Iterator[tuple[Job, str | None]]:
         return sqlite_portable.export_pending(self.conn)
 

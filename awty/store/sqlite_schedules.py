@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from functools import partial
 
@@ -53,7 +53,12 @@ def _must(c: sqlite3.Connection, name: str) -> Schedule:
 
 
 def every(c: sqlite3.Connection) -> list[Schedule]:
-    return [row_to_schedule(r) for r in c.execute(SELECT_SCHEDULE + " ORDER BY name")]
+    return list(streamed(c))
+
+
+def streamed(c: sqlite3.Connection) -> Iterator[Schedule]:
+    for r in c.execute(SELECT_SCHEDULE + " ORDER BY name"):
+        yield row_to_schedule(r)
 
 
 def insert(c: sqlite3.Connection, schedules: Sequence[Schedule]) -> None:
