@@ -1,17 +1,13 @@
 """Shared fixtures: a real home in tmp_path, a FixedClock, a pinned Rich width, and freezegun
-told to leave the event loop and file locks alone (PITFALLS: frozen monotonic time hangs them)."""
+told to leave the event loop and file locks alone (PITFALLS: frozen monotonic time hangs them).
+Plain helpers and the names tests share (``T0``, ``db_rows``…) are in ``helpers``."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import sys
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import freezegun
@@ -21,12 +17,12 @@ import pgserver
 
 from awty.api import Awty
 from awty.clock import FixedClock
+from helpers import FAKE_CRONTAB, T0, cron_daemon, pg_url
 
 freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent", "psycopg",
                                        "psycopg_pool"])
 
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
-T0 = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
@@ -66,52 +62,6 @@ def awty(home, clock):
         yield a
 
 
-def db_rows(home: Path, table: str) -> list[dict]:
-    import sqlite3
-
-    path = home / "awty.db"
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(path)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(f"SELECT * FROM {table}")]
-    finally:
-        conn.close()
-
-
-def tree_files(home: Path) -> list[str]:
-    root = home / "slots"
-    if not root.exists():
-        return []
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-
-
-def tree_jobs(home: Path) -> list[str]:
-    """``<slot>/<job id>`` of every envelope in the tree: an ``<id>.json`` file, or a line of a
-    batch file (``<first-id>.batch.jsonl``)."""
-    out = []
-    for name in tree_files(home):
-        sid, _, file = name.partition("/")
-        if file.endswith(".batch.jsonl"):
-            lines = (home / "slots" / name).read_text().splitlines()
-            out += [f"{sid}/{json.loads(line)['id']}" for line in lines]
-        elif file.endswith(".json"):
-            out.append(f"{sid}/{file[:-5]}")
-    return sorted(out)
-
-
-# A stand-in for crontab(1) on PATH: keeps the table in the file named by $FAKE_CRONTAB.
-FAKE_CRONTAB = """#!/bin/sh
-case "$1" in
-  -l) [ -f "$FAKE_CRONTAB" ] || { echo "no crontab for $USER" >&2; exit 1; }
-      cat "$FAKE_CRONTAB" ;;
-  -) cat > "$FAKE_CRONTAB" ;;
-  *) echo "usage: crontab [-l | -]" >&2; exit 2 ;;
-esac
-"""
-
-
 @pytest.fixture
 def fake_crontab(tmp_path, monkeypatch):
     """FAKE_CRONTAB as ``crontab`` on PATH, HOME in tmp_path; returns the table's file."""
@@ -126,19 +76,6 @@ def fake_crontab(tmp_path, monkeypatch):
         yield tmp_path / "crontab.txt"
 
 
-@contextmanager
-def cron_daemon(bindir: Path):
-    """A process named ``cron`` (a copy of sleep) for as long as the block runs: doctor looks
-    for the daemon a crontab needs among the real processes."""
-    shutil.copy("/bin/sleep", bindir / "cron")
-    daemon = subprocess.Popen([str(bindir / "cron"), "900"])
-    try:
-        yield daemon
-    finally:
-        daemon.kill()
-        daemon.wait()
-
-
 @pytest.fixture(scope="session")
 def pg_database():
     try:
@@ -151,23 +88,6 @@ def pg_database():
         pytest.skip(message)
     yield db
     db.drop()
-
-
-def pg_url(conninfo: str) -> str:
-    """The session database as a ``postgresql://`` URL, the form awty's setting takes."""
-    from urllib.parse import quote
-
-    from psycopg.conninfo import conninfo_to_dict
-
-    d = conninfo_to_dict(conninfo)
-    host = d.get("host", "")
-    netloc = f"{quote(d.get('user', ''))}@" if d.get("user") else ""
-    query = ""
-    if host.startswith("/"):
-        query = f"?host={quote(host)}"
-    else:
-        netloc += f"{host}:{d.get('port', 5432)}"
-    return f"postgresql://{netloc}/{d['dbname']}{query}"
 
 
 @dataclass

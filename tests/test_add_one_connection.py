@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from conftest import T0
+from helpers import T0
 
 from awty.api import Awty
 from awty.clock import FixedClock

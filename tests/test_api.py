@@ -8,7 +8,7 @@ from awty.api import Awty
 from awty.errors import Conflict, InvalidInput, JobNotFound
 from awty.model import Outcome
 from awty.slots import slot_for, slot_id
-from conftest import T0, db_rows, tree_files, tree_jobs
+from helpers import T0, db_rows, tree_files, tree_jobs
 
 
 def test_add_in_2h_lands_in_row_and_slot_dir(awty, home):

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from awty.cli import app
-from conftest import pg_url, tree_files
+from helpers import pg_url, tree_files
 
 runner = CliRunner()
 T_ADD = "2026-11-22T10:07:12Z"

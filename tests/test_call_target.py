@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from awty.errors import InvalidInput
-from conftest import db_rows
+from helpers import db_rows
 
 AWTY = str(Path(sys.executable).parent / "awty")
 

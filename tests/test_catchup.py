@@ -14,7 +14,7 @@ import pytest
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import current_slot, iso, slot_for, slot_id
-from conftest import T0, db_rows, tree_files
+from helpers import T0, db_rows, tree_files
 from awty.testing.receiver import Reply
 
 

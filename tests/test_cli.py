@@ -12,7 +12,7 @@ from freezegun import freeze_time
 from typer.testing import CliRunner
 
 from awty.cli import app
-from conftest import db_rows, tree_files
+from helpers import db_rows, tree_files
 
 runner = CliRunner()
 NOW = "2026-11-22T10:07:12Z"

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_CRONTAB, T0, cron_daemon, db_rows, tree_files
+from helpers import FAKE_CRONTAB, T0, cron_daemon, db_rows, tree_files
 from typer.testing import CliRunner
 
 from awty import crontab

@@ -11,7 +11,7 @@ from test_doctor import check_a_schedule_that_lost_its_occurrence, doctor
 
 from awty.api import Awty
 from awty.clock import FixedClock
-from conftest import T0
+from helpers import T0
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 

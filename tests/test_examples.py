@@ -34,7 +34,7 @@ from typer.testing import CliRunner
 from awty.api import Awty
 from awty.cli import app
 from awty.clock import FixedClock
-from conftest import db_rows
+from helpers import db_rows
 from awty.testing.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent

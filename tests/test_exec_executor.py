@@ -18,16 +18,16 @@ from awty.config import Settings
 from awty.executors._proc import Capture
 from awty.executors.exec import ExecExecutor
 from awty.model import Answer, Attempt, Job, Kind, Result
+import helpers
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def make_job(target: str, *, cwd: str | None = None, payload: object = None,
              entity: str | None = "order", key: str | None = "42") -> Job:
-    return Job(id="01JOBEXEC", kind=Kind.EXEC, target=target,
-               payload_json=json.dumps(payload if payload is not None else {"n": 1}),
-               headers={}, entity_name=entity, entity_key=key,
-               first_check_at=NOW, next_check_at=NOW, cwd=cwd)
+    return helpers.make_job(target, id="01JOBEXEC", kind=Kind.EXEC, at=NOW,
+                            payload=payload if payload is not None else {"n": 1},
+                            entity=entity, key=key, cwd=cwd)
 
 
 def run(target: str, *, timeout: float = 10.0, settings: Settings | None = None,

@@ -8,7 +8,7 @@ import json
 import awty.run.reconcile as reconcile
 import awty.run.slotrun as slotrun
 from awty.slots import slot_id
-from conftest import db_rows, tree_files
+from helpers import db_rows, tree_files
 from test_runner import fire, make
 
 

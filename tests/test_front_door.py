@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from awty.api import Awty
 from awty.cli import app
 from awty.clock import FixedClock
-from conftest import T0
+from helpers import T0
 
 AWTY = Path(sys.executable).parent / "awty"
 BOX = re.compile("[\u2500-\u257f]")  # box-drawing characters

@@ -17,8 +17,9 @@ from awty import __version__
 from awty.clock import FixedClock, SystemClock
 from awty.config import Settings
 from awty.executors.http import HttpExecutor, callback_body
-from awty.model import Answer, Attempt, Job, Kind, Result
+from awty.model import Answer, Attempt, Job, Result
 from awty.testing.receiver import Receiver, Reply, free_port
+import helpers
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 FIRST = datetime(2030, 1, 1, 11, 45, 7, tzinfo=UTC)
@@ -31,9 +32,8 @@ ATTEMPT = Attempt(slot="203001011200", check=2, attempt=1, timeout=5.0)
 def make_job(target: str, *, id: str = "01JTESTJOB00000000000000001", payload: str = '{"a":1}',
              headers: dict[str, str] | None = None, entity: str | None = "order",
              key: str | None = "42") -> Job:
-    return Job(id=id, kind=Kind.HTTP, target=target, payload_json=payload,
-               headers=headers or {}, entity_name=entity, entity_key=key,
-               first_check_at=FIRST, next_check_at=NOW)
+    return helpers.make_job(target, id=id, payload_json=payload, headers=headers,
+                            entity=entity, key=key, first=FIRST, at=NOW)
 
 
 def fire(target: str | Job, *, settings: Settings = SETTINGS, clock=None, secret=None,

@@ -318,3 +318,16 @@ def test_the_lazy_import_checker(tmp_path):
                  "try:\n    from cron_descriptor import x\nexcept ImportError:\n    pass\n"
                  "def f():\n    import json\n")
     assert top_level_imports(f) == {"os", "cron_descriptor"}
+
+
+def test_tests_share_names_through_helpers_not_conftest():
+    """Plain names tests share (T0, db_rows, make_job…) live in tests/helpers.py; conftest.py
+    holds fixtures. Importing from conftest works only by accident of pytest's sys.path, and
+    which conftest it finds depends on the directory (issue 31 item 4)."""
+    import re
+
+    tests = Path(__file__).parent
+    allowed = {tests / "store" / "worker.py", tests / "store" / "holder.py"}  # their own dir's
+    found = [str(p.relative_to(tests)) for p in tests.rglob("*.py")
+             if p not in allowed and re.search(r"^\s*from conftest import", p.read_text(), re.M)]
+    assert found == []

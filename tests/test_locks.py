@@ -12,7 +12,7 @@ import textwrap
 from datetime import timedelta
 
 import pytest
-from conftest import T0
+from helpers import T0
 from typer.testing import CliRunner
 
 from awty.cli import app

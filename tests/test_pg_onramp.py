@@ -76,7 +76,7 @@ def pg(pg_database):
 
     import psycopg
 
-    from conftest import pg_url
+    from helpers import pg_url
 
     schema = f"onramp_{uuid.uuid4().hex[:8]}"
     yield pg_url(pg_database.url), schema

@@ -10,6 +10,7 @@ import pytest
 from awty.config import Settings
 from awty.model import Answer, End, Job, Kind, MisfirePolicy, Outcome, Reslot, Result
 from awty.policy import Limits, decide, limits, misfired, quick_retry_delay
+from helpers import make_job
 
 NOW = datetime(2026, 11, 22, 10, 15, 3, tzinfo=UTC)
 S = Settings(resolution=15, max_checks=3, horizon=3600.0, max_attempts=3,
@@ -18,9 +19,7 @@ SEC = timedelta(seconds=1)
 
 
 def job(**kw) -> Job:
-    return Job(id="01JD4X0000000000000000000A", kind=kw.pop("kind", Kind.HTTP),
-               target="https://example.com/", payload_json="{}", headers={}, entity_name=None,
-               entity_key=None, first_check_at=NOW, next_check_at=NOW.replace(second=0), **kw)
+    return make_job(id="01JD4X0000000000000000000A", first=NOW, at=NOW.replace(second=0), **kw)
 
 
 def at(delta: timedelta) -> datetime:

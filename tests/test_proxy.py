@@ -15,14 +15,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import db_rows
+from helpers import db_rows, make_job
 
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.config import Settings
 from awty.executors.http import HttpExecutor
 from awty.executors.proxy import Proxies, bypass, parse_proxy
-from awty.model import Answer, Attempt, Job, Kind, Result
+from awty.model import Answer, Attempt, Job, Result
 from awty.testing.receiver import Receiver
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -69,9 +69,8 @@ def ca(tmp_path_factory):
 
 
 def job(target: str) -> Job:
-    return Job(id="0123456789ABCDEFGHJKMNPQRS", kind=Kind.HTTP, target=target,
-               payload_json='{"a":1}', headers={"X-Tenant": "7"}, entity_name=None,
-               entity_key=None, first_check_at=NOW, next_check_at=NOW)
+    return make_job(target, id="0123456789ABCDEFGHJKMNPQRS", payload_json='{"a":1}',
+                    headers={"X-Tenant": "7"}, at=NOW)
 
 
 class _FakeDNS(asyncio.SelectorEventLoop):

@@ -9,6 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from awty.config import Settings
 from awty.executors.python import PythonExecutor
 from awty.executors.pyworker import job_from_dict, job_to_dict
 from awty.model import Answer, Attempt, Job, Kind, Result
+import helpers
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -96,11 +98,10 @@ not_callable = 3
 '''
 
 
-def make_job(target: str, cwd: Path | None, **kw: object) -> Job:
-    return Job(id="01JOBPY", kind=Kind.PYTHON, target=target,
-               payload_json=json.dumps(kw.pop("payload", {"order": 7})), headers={},
-               entity_name="order", entity_key="7", first_check_at=NOW, next_check_at=NOW,
-               cwd=str(cwd) if cwd else None, **kw)
+def make_job(target: str, cwd: Path | None, **kw: Any) -> Job:
+    return helpers.make_job(target, id="01JOBPY", kind=Kind.PYTHON, at=NOW,
+                            payload=kw.pop("payload", {"order": 7}), entity="order", key="7",
+                            cwd=str(cwd) if cwd else None, **kw)
 
 
 def run(target: str, cwd: Path | None, *, timeout: float = 20.0, **kw: object) -> Result:

@@ -17,7 +17,7 @@ from awty.cli import app
 from awty.cli.quickrun import parse
 from awty.clock import FixedClock
 from awty.slots import slot_id
-from conftest import db_rows
+from helpers import db_rows
 
 T0 = datetime(2026, 11, 22, 14, 2, tzinfo=UTC)
 READ = [

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from conftest import db_rows, tree_files
+from helpers import db_rows, tree_files
 from freezegun import freeze_time
 from standardwebhooks.webhooks import Webhook
 from typer.testing import CliRunner

@@ -15,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 from awty.api import Awty
 from awty.errors import InvalidInput
 from awty.slots import iso, slot_for, slot_id
-from conftest import T0, db_rows, tree_files
+from helpers import T0, db_rows, tree_files
 from awty.testing.receiver import Reply
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

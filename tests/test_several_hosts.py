@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import pg_url
+from helpers import pg_url
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = (ROOT / "docs" / "several-hosts.md").read_text()

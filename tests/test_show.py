@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from awty.api import Awty
 from awty.cli import app
-from conftest import T0
+from helpers import T0
 
 runner = CliRunner()
 

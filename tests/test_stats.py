@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from conftest import T0, db_rows
+from helpers import T0, db_rows
 from typer.testing import CliRunner
 
 from awty import stats

@@ -25,7 +25,7 @@ from awty.clock import FixedClock
 from awty.localzone import zone_for
 from awty.slots import parse_duration, slot_for
 from awty.when import parse_since, parse_when, to_utc
-from conftest import db_rows, tree_files
+from helpers import db_rows, tree_files
 
 BERLIN = ZoneInfo("Europe/Berlin")
 ZONES = ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Africa/Cairo")

@@ -9,7 +9,7 @@ import sys
 from datetime import timedelta
 
 import pytest
-from conftest import db_rows
+from helpers import db_rows
 
 from awty.api import Awty
 from awty.testing.receiver import Receiver

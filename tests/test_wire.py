@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
-from conftest import db_rows, tree_files
+from helpers import db_rows, tree_files
 from freezegun import freeze_time
 from typer.testing import CliRunner
 

@@ -24,7 +24,7 @@ from awty.api import Awty
 from awty.cli import app
 from awty.netguard import METADATA
 from awty.slots import iso
-from conftest import T0, db_rows, tree_files
+from helpers import T0, db_rows, tree_files
 
 pytestmark = pytest.mark.reliability
 cli = CliRunner()

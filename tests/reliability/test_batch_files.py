@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import T0
+from helpers import T0
 from relkit import cli_env, envelope_ids, query, run_cli, write_batch
 
 from awty.slots import parse_slot_id

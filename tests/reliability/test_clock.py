@@ -16,7 +16,7 @@ import pytest
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
-from conftest import T0
+from helpers import T0
 from awty.testing.receiver import Receiver
 from relkit import account, cli_env, count, query, run_cli, scale
 

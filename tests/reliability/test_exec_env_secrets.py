@@ -18,7 +18,7 @@ import os
 import pytest
 
 from relkit import cli_env, run_cli
-from conftest import T0
+from helpers import T0
 
 pytestmark = pytest.mark.reliability
 

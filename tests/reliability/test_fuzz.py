@@ -40,7 +40,7 @@ from awty.ids import new_id
 from awty.slottree.staging import envelope_bytes
 from awty.slottree.tree import Entry, SlotTree
 from awty.slots import from_iso, is_boundary, iso, slot_id
-from conftest import T0, db_rows, tree_files, tree_jobs
+from helpers import T0, db_rows, tree_files, tree_jobs
 from awty.testing.receiver import Receiver
 
 pytestmark = pytest.mark.reliability

@@ -33,7 +33,7 @@ from awty.api import Awty
 from awty.cli import app
 from awty.clock import FixedClock
 from awty.slots import iso
-from conftest import T0
+from helpers import T0
 from relkit import FULL, cli_env, run_cli
 
 pytestmark = pytest.mark.reliability

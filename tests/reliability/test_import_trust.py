@@ -28,7 +28,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
-from conftest import T0
+from helpers import T0
 from relkit import allow_history_rows, cli_env, refuse_history_rows, run_cli
 
 pytestmark = pytest.mark.reliability

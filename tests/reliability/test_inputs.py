@@ -42,7 +42,7 @@ from awty.errors import InvalidInput
 from awty.ids import new_id
 from awty.slottree.staging import envelope_bytes
 from awty.slots import iso, slot_id
-from conftest import T0, db_rows, tree_files
+from helpers import T0, db_rows, tree_files
 
 
 pytestmark = pytest.mark.reliability

@@ -28,7 +28,7 @@ from awty.clock import FixedClock
 from awty.run.slotrun import lease_seconds
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
-from conftest import T0
+from helpers import T0
 from relkit import cli_env, fill_slot, lease_passes, run_cli, spawn
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

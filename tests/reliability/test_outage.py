@@ -28,7 +28,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
-from conftest import T0
+from helpers import T0
 from relkit import cli_env, lease_passes, run_cli, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

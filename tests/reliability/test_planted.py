@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import T0
+from helpers import T0
 from relkit import cli_env, run_cli
 
 from awty import config, jobspec

@@ -20,7 +20,7 @@ import pytest
 
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver
-from conftest import T0, db_rows
+from helpers import T0, db_rows
 from relkit import cli_env, run_cli
 from test_proxy import ProxyProcess
 

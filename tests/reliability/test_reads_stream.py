@@ -27,7 +27,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.ids import new_id
 from awty.model import Job, Kind
-from conftest import T0
+from helpers import T0
 from relkit import cli_env, run_cli, scale
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import T0, pg_url
+from helpers import T0, pg_url
 from relkit import cli_env, run_cli
 
 pytestmark = pytest.mark.reliability

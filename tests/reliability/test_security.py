@@ -37,7 +37,7 @@ from awty import signing
 from awty.api import Awty
 from awty.cli import app
 from awty.slots import iso
-from conftest import T0, db_rows, tree_files
+from helpers import T0, db_rows, tree_files
 from awty.testing.receiver import Receiver, free_port
 
 pytestmark = pytest.mark.reliability

@@ -30,7 +30,7 @@ from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.store.pg_rows import lock_key
 from awty.testing.receiver import Receiver
-from conftest import T0
+from helpers import T0
 from relkit import cli_env, run_cli, spawn
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import db_rows
+from helpers import db_rows
 
 from awty.api import Awty
 from awty.testing.receiver import Receiver

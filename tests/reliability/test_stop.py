@@ -18,7 +18,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from conftest import T0
+from helpers import T0
 from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn
 
 from awty.api import Awty

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import T0
+from helpers import T0
 from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn, wait_until
 
 import awty.run.storeproc as storeproc

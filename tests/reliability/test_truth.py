@@ -15,7 +15,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from conftest import T0
+from helpers import T0
 from relkit import account, cli_env, query, run_cli, spawn
 
 from awty.api import Awty

@@ -26,7 +26,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
 from awty.testing.receiver import Receiver, Reply
-from conftest import T0
+from helpers import T0
 from relkit import cli_env, lease_passes, refuse_history_rows, run_cli
 
 pytestmark = pytest.mark.reliability

@@ -11,9 +11,10 @@ import pytest
 from awty.clock import FixedClock
 from awty.config import load
 from awty.errors import Conflict
-from awty.model import Job, Kind, Status
+from awty.model import Job, Status
 from awty.run.runner import Runner
 from awty.slottree.tree import SlotTree
+from helpers import make_job
 
 NOW = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 SLOTS = [datetime(2026, 11, 22, h, 0, tzinfo=UTC) for h in (11, 14)]
@@ -21,9 +22,7 @@ A = "holder:4242:aaaaaa"
 
 
 def job(n: int, url: str, slot: datetime) -> Job:
-    return Job(id=f"01JRUN{n:020d}", kind=Kind.HTTP, target=url, payload_json="{}",
-               headers={}, entity_name=None, entity_key=None, first_check_at=slot,
-               next_check_at=slot, created_at=NOW, updated_at=NOW)
+    return make_job(url, id=f"01JRUN{n:020d}", at=slot, created_at=NOW, updated_at=NOW)
 
 
 @pytest.fixture

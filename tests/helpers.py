@@ -1,0 +1,106 @@
+"""What tests share that is not a fixture: the suite's fixed instant, readers of a home's
+rows and files, a stand-in crontab, one way to build a ``Job``. Imported as ``helpers``
+(``tests/`` is on ``sys.path``, as for conftest); fixtures stay in ``conftest.py``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from awty.model import Job, Kind
+
+T0 = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
+
+
+def make_job(target: str = "https://example.com/", *, id: str = "01JTESTJOB00000000000000001",
+             kind: Kind = Kind.HTTP, at: datetime = T0, first: datetime | None = None,
+             payload: Any = None, payload_json: str = "{}", headers: dict[str, str] | None = None,
+             entity: str | None = None, key: str | None = None, **fields: Any) -> Job:
+    """A ``Job`` as a store would hand it to an executor or a policy: due ``at`` (first checked
+    ``first``, default ``at``); ``payload`` (any JSON value) or ``payload_json`` (its text);
+    any other field of ``Job`` by name."""
+    return Job(id=id, kind=kind, target=target,
+               payload_json=payload_json if payload is None else json.dumps(payload),
+               headers=headers or {}, entity_name=entity, entity_key=key,
+               first_check_at=first or at, next_check_at=at, **fields)
+
+
+def db_rows(home: Path, table: str) -> list[dict]:
+    import sqlite3
+
+    path = home / "awty.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(f"SELECT * FROM {table}")]
+    finally:
+        conn.close()
+
+
+def tree_files(home: Path) -> list[str]:
+    root = home / "slots"
+    if not root.exists():
+        return []
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def tree_jobs(home: Path) -> list[str]:
+    """``<slot>/<job id>`` of every envelope in the tree: an ``<id>.json`` file, or a line of a
+    batch file (``<first-id>.batch.jsonl``)."""
+    out = []
+    for name in tree_files(home):
+        sid, _, file = name.partition("/")
+        if file.endswith(".batch.jsonl"):
+            lines = (home / "slots" / name).read_text().splitlines()
+            out += [f"{sid}/{json.loads(line)['id']}" for line in lines]
+        elif file.endswith(".json"):
+            out.append(f"{sid}/{file[:-5]}")
+    return sorted(out)
+
+
+# A stand-in for crontab(1) on PATH: keeps the table in the file named by $FAKE_CRONTAB.
+FAKE_CRONTAB = """#!/bin/sh
+case "$1" in
+  -l) [ -f "$FAKE_CRONTAB" ] || { echo "no crontab for $USER" >&2; exit 1; }
+      cat "$FAKE_CRONTAB" ;;
+  -) cat > "$FAKE_CRONTAB" ;;
+  *) echo "usage: crontab [-l | -]" >&2; exit 2 ;;
+esac
+"""
+
+
+@contextmanager
+def cron_daemon(bindir: Path):
+    """A process named ``cron`` (a copy of sleep) for as long as the block runs: doctor looks
+    for the daemon a crontab needs among the real processes."""
+    shutil.copy("/bin/sleep", bindir / "cron")
+    daemon = subprocess.Popen([str(bindir / "cron"), "900"])
+    try:
+        yield daemon
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def pg_url(conninfo: str) -> str:
+    """The session database as a ``postgresql://`` URL, the form awty's setting takes."""
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    d = conninfo_to_dict(conninfo)
+    host = d.get("host", "")
+    netloc = f"{quote(d.get('user', ''))}@" if d.get("user") else ""
+    query = ""
+    if host.startswith("/"):
+        query = f"?host={quote(host)}"
+    else:
+        netloc += f"{host}:{d.get('port', 5432)}"
+    return f"postgresql://{netloc}/{d['dbname']}{query}"
