@@ -18,7 +18,7 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from awty.errors import Conflict, StoreError
 from awty.store.pg_light import LightStore
-from conftest import T0, pg_url
+from helpers import T0, pg_url
 from pgrelay import Relay
 
 
