@@ -20,7 +20,7 @@ from .model import (
     RunSummary, Schedule, SlotSummary, StoreStats,
 )
 from .record import Record, _draft, _seal
-from .slottree.tree import SlotTree
+from .slottree.tree import NoTree, SlotTree
 from .slots import current_slot, next_slot_after, slot_for, slot_id
 from .when import parse_since, to_utc
 
@@ -103,8 +103,10 @@ class Awty:
         self._store: Store | None = None
         self._opening = _thread.allocate_lock()  # _thread: built in, costs `awty add` nothing
         self._read_only = False
-        # The one thing the runner and the rest learn about the store: is there a slot tree?
-        self.tree: SlotTree | None = None if self.settings.database_url else SlotTree(self.home)
+        # The one thing the runner and the rest learn about the store: are there files to keep
+        # in step with it (SlotTree), or none (NoTree: PostgreSQL, shared by hosts)?
+        self.tree: SlotTree | NoTree = (NoTree() if self.settings.database_url
+                                        else SlotTree(self.home))
         self._log: Logger | None = None
 
     # -- wiring ---------------------------------------------------------------------------
@@ -170,8 +172,7 @@ class Awty:
 
     def close(self) -> None:
         """Close the store and the slot tree; the object can be used again afterwards."""
-        if self.tree is not None:
-            self.tree.close()
+        self.tree.close()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -240,8 +241,7 @@ class Awty:
                 "will send callbacks unsigned"
             self.notes.append(f"{cfg} is not a file awty rewrites: add {lines} to it, or "
                               f"the next command (and cron) {lost}")
-        if self.tree is not None:
-            (self.home / "slots").mkdir(mode=0o700, exist_ok=True)
+        self.tree.create()
         return made
 
     def _unsigned_home_secret(self) -> Path | None:
@@ -408,15 +408,13 @@ class Awty:
         if dry_run:
             return [AddResult(j, True, True) for j in jobs]
         added = self.store.add(jobs, fps)
-        if self.tree is not None:
-            try:
-                self.tree.write_many(a.job for a in added if a.created)
-            except OSError as e:
-                # The rows are committed: the jobs are accepted and run without their
-                # envelopes (SPEC 3). Failing here would have the caller add them again.
-                self.logger().warning(f"add: envelope(s) not written ({e.strerror or e}); "
-                                      "the jobs still run; `awty doctor --repair` writes "
-                                      "them")
+        try:
+            self.tree.write_many(a.job for a in added if a.created)
+        except OSError as e:
+            # The rows are committed: the jobs are accepted and run without their
+            # envelopes (SPEC 3). Failing here would have the caller add them again.
+            self.logger().warning(f"add: envelope(s) not written ({e.strerror or e}); "
+                                  "the jobs still run; `awty doctor --repair` writes them")
         return [AddResult(a.job, a.created) for a in added]
 
     # -- recurring schedules (awty/schedules.py) -----------------------------------------
@@ -543,8 +541,6 @@ class Awty:
         """These jobs are no longer pending where they were: their ``<id>.json`` go, a batch
         file holding one goes once none of its jobs is left in the slot, and so does a slot
         left empty."""
-        if self.tree is None:
-            return
         by_slot: dict[datetime, list[str]] = {}
         for j in jobs:
             by_slot.setdefault(j.next_check_at, []).append(j.id)
@@ -577,8 +573,6 @@ class Awty:
         job_id = self.resolve_id(job_id)
         old = self.get_pending(job_id)
         job = self.store.reschedule(job_id, slot_for(due, self.settings.resolution), now)
-        if self.tree is None:
-            return job
         self.tree.write(job)
         if old.next_check_at != job.next_check_at:
             self._drop_files([old])
@@ -592,8 +586,7 @@ class Awty:
         out = []
         for job_id in [self.resolve_id(i) for i in ([ids] if isinstance(ids, str) else ids)]:
             job = self.store.retry(job_id, next_slot_after(now, self.settings.resolution), now)
-            if self.tree is not None:
-                self.tree.write(job)
+            self.tree.write(job)
             out.append(job)
         return out
 

@@ -27,7 +27,7 @@ from .config import Settings
 from .errors import InvalidInput, StoreError
 from .model import ALL_KINDS, Job, Kind, Outcome, Schedule, Status
 from .slots import from_iso, iso
-from .slottree.tree import SlotTree
+from .slottree.tree import NoTree, SlotTree
 from .storable import is_storable
 from .store.base import Store
 from .store.jobdict import job_from_json
@@ -179,10 +179,10 @@ def export(store: Store, out: IO[str]) -> Moved:
     return Moved(jobs, history, schedules)
 
 
-def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str],
+def load(store: Store, tree: SlotTree | NoTree, where: str, lines: Iterable[str],
          trust: Trust) -> Moved:
     """Import an export into ``store``, which must be empty (``where`` names it in messages;
-    ``tree``, when the home has one, gets the jobs' envelopes). Every record is held to
+    ``tree`` gets the jobs' envelopes, where the home keeps files). Every record is held to
     ``trust`` as it is read: a refused one is ``InvalidInput`` naming its line and field, and
     nothing is written. Then all jobs and all history in one transaction, or nothing; the
     counts on the export's last line must match what was read, and the store's counts what
@@ -201,8 +201,7 @@ def load(store: Store, tree: SlotTree | None, where: str, lines: Iterable[str],
         raise StoreError(f"import: the export lists {end.jobs} job(s), {end.history} "
                          f"history row(s) and {end.schedules} schedule(s); the store now "
                          f"holds {got.jobs}, {got.history} and {got.schedules}")
-    if tree is not None:
-        tree.write_many(made)
+    tree.write_many(made)
     return got
 
 

@@ -97,7 +97,7 @@ def moved(ctx: Ctx) -> bool:
     to = ctx.store.meta().get("moved")
     if not to:
         return False
-    leftovers = "its jobs and envelope files" if ctx.a.tree is not None else "its jobs"
+    leftovers = "its jobs and envelope files" if ctx.a.tree.keeps_files else "its jobs"
     ctx.add(Finding("moved", True, f"this home moved to {to['to']} on {to['at']}: its runs "
                     f"and adds refuse; {leftovers} are already moved: delete them, and this "
                     "home's cron lines or timers", warning=True,

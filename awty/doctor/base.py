@@ -112,7 +112,7 @@ class Tally:
 
 def tree_of(a: Awty) -> SlotTree:
     """The slot tree; the checks that ask for it run only for a home that has one."""
-    if a.tree is None:
+    if not isinstance(a.tree, SlotTree):
         raise AwtyError("this home keeps no slot tree (PostgreSQL store)")
     return a.tree
 

@@ -12,7 +12,7 @@ from ..cronhealth import overdue_until
 from ..errors import AwtyError
 from ..model import StoreHealth
 from ..slots import is_boundary, iso, slot_for, slot_id
-from .base import Ctx, Finding, SAMPLES, Tally, tree_of
+from .base import Ctx, Finding, SAMPLES, Tally
 
 
 def check_schema_and_integrity(ctx: Ctx) -> bool:
@@ -128,15 +128,13 @@ def _reslot(ctx: Ctx, slot: datetime, res: int, t: Tally) -> None:
     a, target = ctx.a, slot_for(slot, res)
     for job_id in sorted(a.store.slot_ids(slot)):
         t.attempt(partial(_move, a, job_id, slot, target, ctx.now), True)
-    if a.tree is not None:
-        tree_of(a).remove_slot_if_empty(slot)
+    a.tree.remove_slot_if_empty(slot)
 
 
 def _move(a: Awty, job_id: str, old: datetime, new: datetime, now: datetime) -> None:
     job = a.store.reschedule(job_id, new, now)
-    if a.tree is not None:
-        tree_of(a).write(job)
-        tree_of(a).remove(job_id, old)
+    a.tree.write(job)
+    a.tree.remove(job_id, old)
 
 
 # --- past slots ----------------------------------------------------------------------------

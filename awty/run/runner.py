@@ -37,7 +37,7 @@ from ..model import (
     SlotSummary,
 )
 from ..policy import misfired
-from ..slottree.tree import SlotTree
+from ..slottree.tree import NoTree, SlotTree
 from ..slots import current_slot, iso, slot_id
 from ..store.base import Store
 from .attempts import Executing, RunOptions, close_all, executor_for, warm_http
@@ -55,12 +55,12 @@ OnEvent = Callable[[str, dict[str, Any]], None]
 
 
 class Runner:
-    def __init__(self, *, store: Store, tree: SlotTree | None, settings: Settings, clock: Clock,
+    def __init__(self, *, store: Store, tree: SlotTree | NoTree, settings: Settings, clock: Clock,
                  secret: Callable[[], tuple[bytes, ...]] = tuple,
                  log: Callable[[], Logger] | None = None,
                  on_event: OnEvent | None = None):
         self.store = store
-        # None: no slot tree (PostgreSQL, shared by hosts): no drop-ins to reconcile, no files
+        # NoTree: no slot tree (PostgreSQL, shared by hosts): no drop-ins to reconcile, no files
         # to keep in step. The only thing the runner knows of which store it has.
         self.tree = tree
         self.settings = settings
@@ -92,14 +92,13 @@ class Runner:
         self.secret()  # an unreadable secret stops the run here, before anything is claimed
         self._note_runner(now)
         _run_async(self._slot(slot, opts, summary))
-        if self.tree is not None:
-            self.tree.purge_retired()
+        self.tree.purge_retired()
         return summary
 
     def _note_runner(self, now: datetime) -> None:
         """Hosts sharing a PostgreSQL store say, once per runner, which kinds they claim and
         that they run (doctor finds the jobs no live runner may claim)."""
-        if self.tree is None and not self._noted:
+        if not self.tree.keeps_files and not self._noted:
             kinds = self.settings.runner_kinds
             self.store.note_runner(socket.gethostname(), os.getpid(), kinds, now)
             self._noted = True
@@ -134,7 +133,7 @@ class Runner:
         """Slots up to ``limit`` holding jobs (their counts), and those of the slot tree (an
         envelope dropped in without a row yet)."""
         counts = dict(self.store.slots_with_work(until=limit))
-        for slot in self.tree.slots() if self.tree is not None else ():
+        for slot in self.tree.slots():
             if slot <= limit:
                 counts.setdefault(slot, 0)
         return counts
@@ -171,8 +170,7 @@ class Runner:
                 finally:
                     loop.run(catch_up.aclose())
         finally:
-            if self.tree is not None:
-                self.tree.purge_retired()
+            self.tree.purge_retired()
         out.seconds = monotonic() - started
         return out
 
@@ -260,7 +258,7 @@ class Runner:
         re-slotted into that same slot (due in the next slot, re-checked into it): there the
         file is already the new envelope."""
         done, self._done = self._done, []
-        if not done or self.tree is None:  # no slot tree (PostgreSQL): nothing to follow
+        if not done or not self.tree.keeps_files:  # no slot tree (PostgreSQL): nothing to follow
             return
         try:
             where = self.store.find(done)
@@ -295,8 +293,9 @@ class Runner:
                 continue
             late = misfired(j, now, self.settings, opts.misfire_grace, opts.misfire)
             summary.count("misfired" if late else "would_fire")
-        if self.tree is not None:
-            summary.imported = len(self.tree.strangers(slot, self.store.slot_ids(slot)))
+        names = self.tree.names(slot)  # none: no drop-in, and no need to read the rows
+        if names:
+            summary.imported = len(self.tree.strangers(slot, self.store.slot_ids(slot), names))
         return summary
 
     # -- executing ------------------------------------------------------------------------
@@ -306,7 +305,8 @@ class Runner:
         executors: dict[Kind, Any] = catch_up.executors if catch_up is not None else {}
         prepare = None
         tree = self.tree
-        if tree is not None and (opts.shard is None or opts.shard[0] == 0):
+        # drop-ins only where there are files; one reconciler per slot (shard 0's)
+        if isinstance(tree, SlotTree) and (opts.shard is None or opts.shard[0] == 0):
             def prepare(claimed: set[str]) -> list[str]:
                 return Reconciler(self.store, tree, self.settings, self.clock, self._warn).run(
                     slot, summary, claimed)
@@ -365,8 +365,7 @@ class Runner:
                 assert isinstance(d, Reslot)
                 moved = job.replace(next_check_at=d.next_check_at, check_count=d.check_count,
                                 attempt=d.attempt)
-                if self.tree is not None:
-                    _tree_op(trouble, self.tree.write, moved)
+                _tree_op(trouble, self.tree.write, moved)
                 if d.result is not None and d.result.deferred:
                     summary.deferred += 1
                     summary.ran -= 1
@@ -384,7 +383,7 @@ class Runner:
         catch-up) is over. A slot that still holds rows (another shard's, a run cut short)
         loses only this run's files, in parallel."""
         tree = self.tree
-        if tree is None:
+        if not isinstance(tree, SlotTree):
             return
         try:
             left = bool(self.store.slot_ids(slot))

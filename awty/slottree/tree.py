@@ -124,6 +124,10 @@ class Entry(Record):
 
 
 class SlotTree:
+    """The slot tree of a home whose store is its own (SQLite): the files follow the store."""
+
+    keeps_files = True
+
     def __init__(self, home: Path):
         self.home = home
         self.root = home / "slots"
@@ -143,6 +147,10 @@ class SlotTree:
 
     def slot_path(self, slot: datetime) -> Path:
         return self.root / slot_id(slot)
+
+    def create(self) -> None:
+        """``slots/`` made (0700) for ``init``."""
+        self.root.mkdir(mode=0o700, exist_ok=True)
 
     def _ensure(self, sid: str) -> Path:
         """The slot's directory, made if missing; OSError ENOTDIR when it (or ``slots/``) is
@@ -480,3 +488,50 @@ class SlotTree:
             return [path / e.name for e in os.scandir(path) if e.name.endswith(".tmp")]
         except FileNotFoundError:
             return []
+
+
+class NoTree:
+    """The slot tree of a home whose store hosts share (PostgreSQL): there is none, since
+    drop-in envelopes are a single-host feature. Every change to the files is nothing to do and
+    every listing is empty, so that the run and the facade never ask which store they have."""
+
+    keeps_files = False
+
+    def create(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def write(self, job: Job, isos: dict[datetime, str] | None = None) -> None:
+        pass
+
+    def write_many(self, jobs: Iterable[Job]) -> int:
+        return 0
+
+    def remove(self, job_id: str, slot: datetime) -> bool:
+        return False
+
+    def remove_many(self, job_ids: list[str], slot: datetime,
+                    missing: list[str] | None = None) -> list[OSError]:
+        return []
+
+    def remove_slot_if_empty(self, slot: datetime) -> bool:
+        return False
+
+    def settle_batches(self, slot: datetime,
+                       pending: Callable[[list[str]], set[str]]) -> int:
+        return 0
+
+    def purge_retired(self) -> None:
+        pass
+
+    def slots(self) -> list[datetime]:
+        return []
+
+    def names(self, slot: datetime) -> list[str]:
+        return []
+
+    def strangers(self, slot: datetime, here: set[str],
+                  names: list[str] | None = None) -> list[Entry]:
+        return []
