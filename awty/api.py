@@ -538,18 +538,14 @@ class Awty:
         self._drop_files([result.jobs[i] for i in result.cancelled])
 
     def _drop_files(self, jobs: builtins.list[Job]) -> None:
-        """These jobs are no longer pending where they were: their ``<id>.json`` go, a batch
-        file holding one goes once none of its jobs is left in the slot, and so does a slot
-        left empty."""
+        """These jobs are no longer pending where they were: their files leave their slots
+        (``SlotTree.settle``: a batch file once none of its jobs is left in the slot, and a
+        slot left empty)."""
         by_slot: dict[datetime, list[str]] = {}
         for j in jobs:
             by_slot.setdefault(j.next_check_at, []).append(j.id)
         for slot, ids in by_slot.items():
-            in_batch: list[str] = []  # no <id>.json: a batch file's, or none (a schedule's)
-            self.tree.remove_many(ids, slot, in_batch)
-            if in_batch:
-                self.tree.settle_batches(slot, self._pending_in(slot))
-            self.tree.remove_slot_if_empty(slot)
+            self.tree.settle(slot, ids, pending=self._pending_in(slot))
 
     def _pending_in(self, slot: datetime) -> Callable[[builtins.list[str]], set[str]]:
         """Which of some ids are pending in ``slot``."""

@@ -16,7 +16,6 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -258,7 +257,8 @@ class Runner:
         re-slotted into that same slot (due in the next slot, re-checked into it): there the
         file is already the new envelope."""
         done, self._done = self._done, []
-        if not done or not self.tree.keeps_files:  # no slot tree (PostgreSQL): nothing to follow
+        # no files (PostgreSQL): no need to ask the store where the jobs went
+        if not done or not self.tree.keeps_files:
             return
         try:
             where = self.store.find(done)
@@ -270,8 +270,7 @@ class Runner:
                 by_slot.setdefault(slots[job_id], []).append(job_id)
         trouble: list[OSError] = []
         for slot, job_ids in by_slot.items():
-            trouble += self.tree.remove_many(job_ids, slot)
-            self.tree.remove_slot_if_empty(slot)
+            trouble += self.tree.settle(slot, job_ids).trouble
         self._warn_tree(trouble, summary)
 
     def _dry_run(self, slot: datetime, now: datetime, summary: SlotSummary,
@@ -346,12 +345,9 @@ class Runner:
 
     def _apply_files(self, applied: list[Decision], summary: SlotSummary,
                      done: list[str]) -> None:
-        """The store has recorded these decisions; the tree follows. A re-slotted job's new
-        envelope is written now; the files left in this slot go when the run ends
-        (``_settle_tree``). A file that cannot be written or removed (a full or read-only disk)
-        undoes nothing: a pending row without an envelope still runs, an envelope without its
-        row is an orphan, doctor --repair mends both."""
-        trouble: list[OSError] = []
+        """The store has recorded these decisions: counted, and the tree follows
+        (``SlotTree.apply``; the files left in this slot go when the run ends,
+        ``_settle_tree``)."""
         for d in applied:
             job = d.job
             summary.ran += 1
@@ -363,9 +359,6 @@ class Runner:
                                slot=summary.slot, job=job.id, outcome=d.outcome.value)
             else:
                 assert isinstance(d, Reslot)
-                moved = job.replace(next_check_at=d.next_check_at, check_count=d.check_count,
-                                attempt=d.attempt)
-                _tree_op(trouble, self.tree.write, moved)
                 if d.result is not None and d.result.deferred:
                     summary.deferred += 1
                     summary.ran -= 1
@@ -373,40 +366,23 @@ class Runner:
                     summary.rechecked += 1
                 else:
                     summary.retried += 1
-        self._warn_tree(trouble, summary)
+        self._warn_tree(self.tree.apply(applied), summary)
 
     def _settle_tree(self, slot: datetime, summary: SlotSummary, done: list[str]) -> None:
-        """Removing envelopes one by one is the costliest step of a run on a real disk (~70 µs
-        a file on ext4 once written back, and every unlink takes the GIL back from the event
-        loop). A slot whose rows are all gone is instead retired whole: one rename takes its
-        directory out of the tree, and a detached ``rm`` deletes it once the run (or the whole
-        catch-up) is over. A slot that still holds rows (another shard's, a run cut short)
-        loses only this run's files, in parallel."""
-        tree = self.tree
-        if not isinstance(tree, SlotTree):
-            return
-        try:
-            left = bool(self.store.slot_ids(slot))
-        except AwtyError:
-            left = True
-        trouble: list[OSError] = []
-        if not left and done:
+        """The run's recorded jobs leave the slot's files (``SlotTree.settle``): a slot the
+        store holds no rows of any more is retired whole; one that still holds some (another
+        shard's, a run cut short) loses only this run's files."""
+        def rows_left() -> bool:
             try:
-                kept = tree.retire(slot, set(done), self._ended)
-            except OSError as e:
-                trouble.append(e)
-            else:
-                if kept:
-                    self._warn(f"slot {summary.slot}: {kept} file(s) arrived during the run; "
-                               "they wait in the slot for its next run")
-                done = []
-        if done:
-            with ThreadPoolExecutor(8, thread_name_prefix="awty-unlink") as pool:
-                for errors in pool.map(lambda ids: tree.remove_many(ids, slot),
-                                       [done[i:i + 256] for i in range(0, len(done), 256)]):
-                    trouble += errors
-        self._warn_tree(trouble, summary)
-        tree.remove_slot_if_empty(slot)
+                return bool(self.store.slot_ids(slot))
+            except AwtyError:
+                return True
+
+        settled = self.tree.settle(slot, done, rows_left=rows_left, ended=self._ended)
+        if settled.kept:
+            self._warn(f"slot {summary.slot}: {settled.kept} file(s) arrived during the run; "
+                       "they wait in the slot for its next run")
+        self._warn_tree(settled.trouble, summary)
 
     def _ended(self, ids: list[str]) -> set[str]:
         """Which of these ids have ended (known only to history)."""
@@ -441,13 +417,6 @@ class Runner:
                  f"rechecked={summary.rechecked} retried={summary.retried} "
                  f"deferred={summary.deferred}",
                  extra={"awty": {"slot": summary.slot, "outcome": dict(summary.outcomes)}})
-
-
-def _tree_op(trouble: list[OSError], op: Callable[..., object], *args: object) -> None:
-    try:
-        op(*args)
-    except OSError as e:
-        trouble.append(e)
 
 
 def _loop_runner() -> asyncio.Runner:

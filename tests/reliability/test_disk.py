@@ -292,7 +292,7 @@ def test_runner_cannot_reslot_or_remove_envelopes(home, monkeypatch):
         refused = _break_writes(monkeypatch, errno.ENOSPC)
         removals: list[int] = []
 
-        def no_unlink(self, job_ids, slot):
+        def no_unlink(self, job_ids, slot, missing=None):
             removals.append(len(job_ids))
             return [OSError(errno.EROFS, os.strerror(errno.EROFS)) for _ in job_ids]
 
