@@ -19,8 +19,9 @@ TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not F
           415: "Unsupported Media Type", 429: "Too Many Requests", 503: "Service Unavailable"}
 # "line 3: payload: not JSON" -> index 2, field payload (an add --batch line's numbering)
 _LINE = re.compile(r"^line (\d+): ")
-# "in: not a duration…", "target 'http://…': … always refused"
-_FIELD = re.compile(r"^([a-z_]+)(?=: | ')")
+# "in: not a duration…", "target 'http://…': … always refused"; "missed-window: …" (a message
+# that names the CLI option) is the field missed_window
+_FIELD = re.compile(r"^([a-z][a-z_-]*)(?=: | ')")
 
 
 class Problem(Exception):
@@ -67,5 +68,5 @@ def from_error(e: AwtyError, *, batch: bool = False) -> Problem:
     if m and batch:
         index, rest = int(m.group(1)) - 1, detail[m.end():]
     f = _FIELD.match(rest)
-    field = f.group(1) if f and f.group(1) not in ("line", "id") else None
+    field = f.group(1).replace("-", "_") if f and f.group(1) not in ("line", "id") else None
     return Problem(status_of(e), detail, field=field, index=index)

@@ -86,16 +86,17 @@ def test_bad_input_is_the_cli_line_and_nothing_is_stored(served):
         ({"every": "1h", "cron": "@daily"}, None),
         ({"missed": "sometimes"}, "missed"),
         ({"target": "http://169.254.169.254/latest"}, "target"),
+        ({"missed": "all", "missed_window": "soon"}, "missed_window"),
     ]
     for fields, field in cases:
         bad = add(served, "x", **fields)
         assert bad.status == 400 and bad.body.get("field") == field, (fields, bad.body)
         # the one line `awty schedule add` prints for the same input, exit 2
         args = ["schedule", "add", "x", fields.get("target", HOOK)]
-        for k in ("cron", "every", "tz", "missed"):
+        for k in ("cron", "every", "tz", "missed", "missed_window"):
             v = fields.get(k, "1h" if k == "every" else None)
             if v is not None:
-                args += [f"--{k}", v]
+                args += [f"--{k.replace('_', '-')}", v]
         res = cli(served, *args)
         assert res.returncode == 2 and bad.body["detail"] in res.stderr, (res.stderr, bad.body)
     assert add(served, "x").status == 201
