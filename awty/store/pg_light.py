@@ -182,6 +182,8 @@ class LightStore:
         return self._full
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # this object's own, not set yet (or a probe by hasattr)
+            raise AttributeError(name)
         return getattr(self._real(), name)
 
     def spec(self) -> StoreSpec:
