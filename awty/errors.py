@@ -29,6 +29,12 @@ class ScheduleNotFound(AwtyError, LookupError):
         super().__init__(f"no such schedule: {name}")
 
 
+class ScheduleExists(InvalidInput):
+    """``schedule add`` of a name in use: bad input to the CLI (exit 2, nothing changed), a
+    conflict with the stored schedule over HTTP (409, as the store's own refusal when two adds
+    race)."""
+
+
 class Conflict(AwtyError):
     """The request contradicts stored state (e.g. an idempotency key reused for another job)."""
 

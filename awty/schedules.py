@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidInput, ScheduleNotFound
+from .errors import InvalidInput, ScheduleExists, ScheduleNotFound
 from .missed import Missed, check_window, parse_missed, parse_window
 from .model import Schedule
 from .record import Record, _draft, _seal
@@ -80,7 +80,7 @@ def make(a: Awty, name: str, target: str, *, cron: str | None = None,
     template, _ = jobspec.build(spec, now=now, settings=a.settings, local=a.tz,
                                 cwd=job.get("cwd"), environ=_environ)
     if a.store.get_schedule(name) is not None:
-        raise InvalidInput(f"name: a schedule named {name!r} already exists")
+        raise ScheduleExists(f"name: a schedule named {name!r} already exists")
     s = Schedule(name, rule.cron, rule.every, rule.start, rule.zone, policy.value, window,
                  a.settings.resolution, template, first, None, now)
     made = a.store.add_schedule(s, now)  # a job left of its first occurrence may move it on

@@ -10,7 +10,8 @@ from typing import Any
 from starlette.responses import Response
 
 from ..errors import (
-    AwtyError, Busy, Conflict, InvalidInput, JobNotFound, ScheduleNotFound, StoreError,
+    AwtyError, Busy, Conflict, InvalidInput, JobNotFound, ScheduleExists, ScheduleNotFound,
+    StoreError,
 )
 
 PROBLEM_TYPE = "application/problem+json"
@@ -48,6 +49,8 @@ class Problem(Exception):
 
 
 def status_of(e: AwtyError) -> int:
+    if isinstance(e, ScheduleExists):
+        return 409
     if isinstance(e, InvalidInput):
         return 400
     if isinstance(e, (JobNotFound, ScheduleNotFound)):

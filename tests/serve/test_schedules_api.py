@@ -100,8 +100,11 @@ def test_bad_input_is_the_cli_line_and_nothing_is_stored(served):
         res = cli(served, *args)
         assert res.returncode == 2 and bad.body["detail"] in res.stderr, (res.stderr, bad.body)
     assert add(served, "x").status == 201
+    # a name in use: the CLI's bad input (exit 2), over HTTP a conflict with the stored one
     dup = add(served, "x")
-    assert dup.status == 400 and "already exists" in dup.body["detail"]
+    assert (dup.status, dup.body["field"]) == (409, "name"), dup.body
+    res = cli(served, "schedule", "add", "x", HOOK, "--every", "1h")
+    assert res.returncode == 2 and dup.body["detail"] in res.stderr, res.stderr
     shapes = [
         (b"[1]", None), (b'{"target": "x"}', "name"), (b'{"name": 5, "target": "x"}', "name"),
         (b'{"name": "y", "target": "x", "every": true}', "every"),
