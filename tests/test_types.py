@@ -1,6 +1,6 @@
 """The Python API is typed (issue 15 item 9): mypy passes on ``awty/`` with the settings in
-pyproject.toml (strict, less the per-module overrides listed there), and ``mypy --strict``
-passes on a user program calling the API, which also runs and does what it says."""
+pyproject.toml (strict, every module, no override), and ``mypy --strict`` passes on a user
+program calling the API, which also runs and does what it says."""
 
 from __future__ import annotations
 

@@ -13,6 +13,14 @@ slot's run costs the same whatever else the table holds.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .pg_rows import one
+
+if TYPE_CHECKING:
+    from psycopg import Connection, Cursor
+    from psycopg.rows import TupleRow
+
 MIGRATIONS: dict[int, str] = {
     1: """
 CREATE TABLE {s}.future_job (
@@ -163,16 +171,16 @@ LATEST = max(MIGRATIONS)
 MIGRATION_LOCK = 0x61777479  # "awty"
 
 
-def current_version(cur, schema: str) -> int:
+def current_version(cur: Cursor[TupleRow], schema: str) -> int:
     """The schema's version; 0 when the schema or its version table does not exist."""
     cur.execute("SELECT to_regclass(%s)", (f'"{schema}".schema_version',))
-    if cur.fetchone()[0] is None:
+    if one(cur.fetchone())[0] is None:
         return 0
     cur.execute(f'SELECT coalesce(max(version), 0) FROM "{schema}".schema_version')
-    return cur.fetchone()[0]
+    return int(one(cur.fetchone())[0])
 
 
-def migrate(conn, schema: str) -> int:
+def migrate(conn: Connection[TupleRow], schema: str) -> int:
     """Create the schema if needed and apply the missing migrations; returns the version."""
     s = f'"{schema}"'
     with conn.transaction(), conn.cursor() as cur:

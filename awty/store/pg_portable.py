@@ -21,12 +21,12 @@ def selects(schema: str) -> tuple[str, str]:
     return _PENDING.replace("{s}", quoted), _HISTORY.replace("{s}", quoted)
 
 
-def history_record(r: tuple) -> dict[str, Any]:
+def history_record(r: tuple[Any, ...]) -> dict[str, Any]:
     d = dict(zip(HISTORY_COLUMNS, r))
     return {k: d[k] for k in HISTORY_KEYS}
 
 
-def history_values(rows: Iterable[dict[str, Any]]) -> Iterator[tuple]:
+def history_values(rows: Iterable[dict[str, Any]]) -> Iterator[tuple[Any, ...]]:
     for d in rows:
         d = {**d, **{k: sec(d[k]) for k in TIME_KEYS}}
         yield tuple(d.get(c) for c in HISTORY_COLUMNS)

@@ -7,14 +7,25 @@ import json
 import zlib
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, overload
 
-from ..model import Execution, HistoryRow, Job, Kind, Outcome, Status
+from ..model import Execution, HistoryRow, Job, Kind, Outcome, Result, Status
 from . import rules
 from .jobdict import job_to_json
+
+if TYPE_CHECKING:
+    from psycopg.rows import TupleRow
 
 KINDS = {k.value: k for k in Kind}
 STATUSES = {s.value: s for s in Status}
 COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def one(row: TupleRow | None) -> TupleRow:
+    """The row of a statement that always gives one (an aggregate, a function's value, a row
+    locked before)."""
+    assert row is not None
+    return row
 
 
 def lock_key(text: str) -> int:
@@ -22,6 +33,10 @@ def lock_key(text: str) -> int:
     return zlib.crc32(text.encode()) & 0x7FFFFFFF
 
 
+@overload
+def sec(at: datetime) -> datetime: ...
+@overload
+def sec(at: datetime | None) -> datetime | None: ...
 def sec(at: datetime | None) -> datetime | None:
     # Stored times are whole seconds in both stores; comparisons use the same truncation.
     return at.replace(microsecond=0) if at is not None and at.microsecond else at
@@ -32,7 +47,7 @@ def as_float(x: float | None) -> float | None:
     return float(x) if x is not None else None
 
 
-def row_to_job(r: Sequence) -> Job:
+def row_to_job(r: Sequence[Any]) -> Job:
     return Job(
         id=r[0], kind=KINDS[r[1]], target=r[2], payload_json=r[3],
         headers=json.loads(r[4]) if r[4] else {}, env=json.loads(r[5]) if r[5] else None,
@@ -45,7 +60,7 @@ def row_to_job(r: Sequence) -> Job:
     )
 
 
-def job_to_row(j: Job, fingerprint: str | None) -> tuple:
+def job_to_row(j: Job, fingerprint: str | None) -> tuple[Any, ...]:
     return (
         j.id, j.kind.value, j.target, j.payload_json,
         COMPACT(j.headers) if j.headers else None,
@@ -60,7 +75,7 @@ def job_to_row(j: Job, fingerprint: str | None) -> tuple:
     )
 
 
-def row_to_history(r: Sequence) -> HistoryRow:
+def row_to_history(r: Sequence[Any]) -> HistoryRow:
     return HistoryRow(
         id=r[0], kind=KINDS[r[1]], target=r[2], entity_name=r[3], entity_key=r[4],
         outcome=Outcome(r[5]), reason=r[6], checks=r[7], attempts=r[8], first_check_at=r[9],
@@ -69,8 +84,9 @@ def row_to_history(r: Sequence) -> HistoryRow:
     )
 
 
-def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprint,
-                result=None, lateness: float | None = None, owner: str | None = None) -> tuple:
+def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprint: str | None,
+                result: Result | None = None, lateness: float | None = None,
+                owner: str | None = None) -> tuple[Any, ...]:
     """A history row (``HISTORY_COLUMNS``) of ``j`` ending as ``rules.ended`` says."""
     reason, checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
         j, outcome, reason, result, lateness, owner)
@@ -83,7 +99,7 @@ def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprin
     )
 
 
-def execution_row(x: Execution) -> tuple:
+def execution_row(x: Execution) -> tuple[Any, ...]:
     return (x.job_id, sec(x.at), x.slot, x.check, x.attempt, x.answer.value, x.status,
             as_float(x.duration_ms), as_float(x.lateness_ms),
             rules.kept(x.error), x.host, x.pid)

@@ -3,45 +3,51 @@ the caller's transaction, on its cursor; what each decides is ``schedrules``'.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from psycopg import errors as pg_errors
 
 from ..errors import ScheduleNotFound
 from ..model import Job, Outcome, Schedule
 from .jobdict import job_from_json, job_to_json
-from .pg_rows import history_row, job_to_row, row_to_job, sec
-from .pg_sql import HISTORY_COPY_TYPES, JOB_COPY_TYPES
+from .pg_rows import history_row, job_to_row, one, row_to_job, sec
+from .pg_sql import HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
+
+if TYPE_CHECKING:
+    from psycopg import Cursor
+    from psycopg.rows import TupleRow
 
 
-def schedule_to_row(s: Schedule) -> tuple:
+def schedule_to_row(s: Schedule) -> tuple[Any, ...]:
     return (s.name, s.cron, s.every, sec(s.start), s.zone, s.missed, float(s.window),
             s.resolution, job_to_json(s.template), sec(s.next_at), sec(s.paused_at),
             sec(s.created_at))
 
 
-def row_to_schedule(r: Sequence) -> Schedule:
+def row_to_schedule(r: Sequence[Any]) -> Schedule:
     return Schedule(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], job_from_json(r[8]), r[9],
                     r[10], r[11])
 
 
-def must(cur, sql, name: str) -> Schedule:
+def must(cur: Cursor[TupleRow], sql: Sql, name: str) -> Schedule:
     r = cur.execute(sql.schedule_lock, (name,)).fetchone()
     if r is None:
         raise ScheduleNotFound(name)
     return row_to_schedule(r)
 
 
-def copy(cur, sql_text: str, types, rows) -> None:
+def copy(cur: Cursor[TupleRow], sql_text: str, types: Sequence[str],
+         rows: Iterable[Sequence[Any]]) -> None:
     with cur.copy(sql_text) as cp:
         cp.set_types(types)
         for row in rows:
             cp.write_row(row)
 
 
-def arm(cur, sql, s: Schedule, now: datetime) -> Job:
+def arm(cur: Cursor[TupleRow], sql: Sql, s: Schedule, now: datetime) -> Job:
     """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists
     (``schedrules.first_free``); returns its job."""
     from .schedrules import first_free, occurrence_job
@@ -50,18 +56,20 @@ def arm(cur, sql, s: Schedule, now: datetime) -> Job:
     if at != s.next_at:
         cur.execute(sql.schedule_set_next, (sec(at), s.name))
     if not make:
-        return row_to_job(cur.execute(sql.schedule_occurrence_job, (s.name, sec(at))).fetchone())
+        return row_to_job(one(cur.execute(sql.schedule_occurrence_job,
+                                          (s.name, sec(at))).fetchone()))
     job = occurrence_job(s, at, now)
     copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, None)])
     return job
 
 
-def _taken(cur, sql, name: str, at: datetime) -> str | None:
+def _taken(cur: Cursor[TupleRow], sql: Sql, name: str, at: datetime) -> str | None:
     r = cur.execute(sql.schedule_armed, (name, sec(at))).fetchone()
     return r[0] if r else None
 
 
-def rearm(cur, sql, claimed: list[Job], now: datetime, owner: str) -> set[str]:
+def rearm(cur: Cursor[TupleRow], sql: Sql, claimed: list[Job], now: datetime,
+          owner: str) -> set[str]:
     """A claim's re-arming (``sqlite_schedules.rearm``); the schedule rows are locked in name
     order, so that runners claiming occurrences of the same schedules wait for each other."""
     from .schedrules import plan, settle

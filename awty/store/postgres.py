@@ -13,6 +13,7 @@ Every psycopg error leaves as a one-line ``StoreError``.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
@@ -39,7 +40,7 @@ from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
 from .pg_watch import Watch
 from .pg_rows import (
-    execution_row, history_row, job_to_row, lock_key, row_to_history, row_to_job, sec,
+    execution_row, history_row, job_to_row, lock_key, one, row_to_history, row_to_job, sec,
 )
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
 from .spec import StoreSpec
@@ -48,6 +49,8 @@ TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name a
 if TYPE_CHECKING:
     from typing import Any
 
+    from psycopg import Connection, Cursor
+    from psycopg.rows import TupleRow
     from psycopg_pool import ConnectionPool
 
 # psycopg_pool logs reconnects as warnings; with no logging set up they would reach stderr
@@ -75,13 +78,14 @@ class _OneConnection:
     it is taken (a stream being read) gets a connection of its own for its time. Only the
     pool's verbs the store uses."""
 
-    def __init__(self, conn: psycopg.Connection, connect):
+    def __init__(self, conn: Connection[TupleRow],
+                 connect: Callable[..., Connection[TupleRow]]):
         self.conn = conn
         self._connect = connect
         self._lock = threading.Lock()
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection]:
+    def connection(self) -> Iterator[Connection[TupleRow]]:
         if not self._lock.acquire(blocking=False):
             with self._connect(autocommit=True) as extra:
                 yield extra
@@ -130,13 +134,15 @@ class PostgresStore:
         self.where = f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
         # Times come back as UTC datetimes; the URL's own options (search_path…) are kept.
         options = f"{info.get('options') or ''} -c TimeZone=UTC".strip()
-        self._kwargs = {"connect_timeout": max(1, round(connect_timeout)), "options": options,
-                        "application_name": info.get("application_name") or "awty"}
+        # connect()'s keyword arguments (ConnectionPool takes them as a dict)
+        self._kwargs: dict[str, Any] = {
+            "connect_timeout": max(1, round(connect_timeout)), "options": options,
+            "application_name": info.get("application_name") or "awty"}
         self.sql = Sql(schema)
         self._owner_class = lock_key(f"awty-owner:{schema}")
         self._slot_class = lock_key(f"awty-slot:{schema}")
         self._idempotency_class = lock_key(f"awty-idempotency:{schema}")
-        self._sessions: dict[str, psycopg.Connection] = {}
+        self._sessions: dict[str, Connection[TupleRow]] = {}
         self._session_checked = False  # a pooler in transaction mode refused (once)
         self._down_since: tuple[float, float, str] | None = None  # see _unreachable
         self._watch = Watch(self._unreachable, connect_timeout)
@@ -162,22 +168,22 @@ class PostgresStore:
                                     timeout=max(connect_timeout * 2, 5.0), open=True,
                                     name=f"awty-{schema}")
 
-    def _connect(self, autocommit: bool = False) -> psycopg.Connection:
+    def _connect(self, autocommit: bool = False) -> Connection[TupleRow]:
         return psycopg.connect(self.url, autocommit=autocommit, **self._kwargs)
 
-    def _opening(self, conn) -> dict:
+    def _opening(self, conn: Connection[TupleRow]) -> dict[str, Any]:
         """The schema's version and the store's meta, in one round trip (what every command
         pays before its own work); a schema too old or missing gets ``_check_version``'s
         message."""
         try:
-            version, meta = conn.execute(self.sql.opening).fetchone()
+            version, meta = one(conn.execute(self.sql.opening).fetchone())
         except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
             version = None
         if version != pg_migrations.LATEST:
             self._check_version(conn)
         return meta or {}
 
-    def _check_version(self, conn) -> int:
+    def _check_version(self, conn: Connection[TupleRow]) -> int:
         with conn.cursor() as cur:
             v = pg_migrations.current_version(cur, self.schema)
         if v == 0:
@@ -206,7 +212,7 @@ class PostgresStore:
         return StoreError(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
 
     @contextmanager
-    def _tx(self, what: str):
+    def _tx(self, what: str) -> Iterator[Cursor[TupleRow]]:
         """One transaction on a pooled connection; psycopg errors become one-line errors."""
         if self._pool is None:
             raise StoreError("the store is closed")
@@ -264,7 +270,7 @@ class PostgresStore:
     def check(self) -> StoreHealth:
         try:
             with self._connect(autocommit=True) as conn:
-                version, db, at = conn.execute(self.sql.server).fetchone()
+                version, db, at = one(conn.execute(self.sql.server).fetchone())
                 with conn.cursor() as cur:
                     v = pg_migrations.current_version(cur, self.schema)
         except psycopg.Error as e:
@@ -297,10 +303,11 @@ class PostgresStore:
             self._pool = None
 
     # -- what the store keeps about itself -------------------------------------------------
-    def meta(self) -> dict:
+    def meta(self) -> dict[str, Any]:
         return dict(self._meta)
 
-    def set_cluster(self, values: dict, *, now: datetime, reslot: int | None = None) -> int:
+    def set_cluster(self, values: dict[str, Any], *, now: datetime,
+                    reslot: int | None = None) -> int:
         moved = 0
         with self._tx("cannot change the cluster's settings") as cur:
             cur.execute(self.sql.set_meta, ("settings", Jsonb(values)))
@@ -322,7 +329,7 @@ class PostgresStore:
         with self._tx("cannot add") as cur:
             return self._add(cur, jobs, fingerprints)
 
-    def _add(self, cur, jobs: Sequence[Job], fingerprints: Sequence[str | None]
+    def _add(self, cur: Cursor[TupleRow], jobs: Sequence[Job], fingerprints: Sequence[str | None]
              ) -> list[Added]:
         keys = sorted({j.idempotency_key for j in jobs if j.idempotency_key})
         known: dict[str, tuple[Job, str | None]] = {}
@@ -379,10 +386,12 @@ class PostgresStore:
             return [r[0] for r in cur.fetchall()]
 
     @staticmethod
-    def _job_filters(status, slot, until, entity, key, kind) -> tuple[str, list]:
+    def _job_filters(status: str | None, slot: datetime | None, until: datetime | None,
+                     entity: str | None, key: str | None, kind: str | None
+                     ) -> tuple[str, list[Any]]:
         # A slot as a one-second range, as in claim: the slot index gives the order.
         slot = sec(slot)
-        used = [(c, v) for c, v in (
+        used: list[tuple[str, Any]] = [(c, v) for c, v in (
             ("status = %s", str(status) if status is not None else None),
             ("next_check_at >= %s", slot), ("next_check_at < %s", slot and slot + _SECOND),
             ("next_check_at <= %s", sec(until)), ("entity_name = %s", entity),
@@ -411,14 +420,14 @@ class PostgresStore:
               key: str | None = None, kind: str | None = None) -> int:
         where, params = self._job_filters(status, slot, until, entity, key, kind)
         with self._tx("cannot count") as cur:
-            return cur.execute(self.sql.count + where, params).fetchone()[0]
+            return int(one(cur.execute(self.sql.count + where, params).fetchone())[0])
 
     def slot_ids(self, slot: datetime) -> set[str]:
         with self._tx("cannot read") as cur:
             return {r[0] for r in cur.execute(self.sql.slot_ids, (sec(slot),))}
 
     def slots_with_work(self, *, since: datetime | None = None,
-                        until: datetime | None = None) -> list[tuple[datetime, int]]:
+                        until: datetime | None = None) -> builtins.list[tuple[datetime, int]]:
         used = [(c, v) for c, v in (("next_check_at >= %s", sec(since)),
                                     ("next_check_at <= %s", sec(until))) if v is not None]
         where = (" WHERE " + " AND ".join(c for c, _ in used)) if used else ""
@@ -438,7 +447,7 @@ class PostgresStore:
         if used:
             sql += " WHERE " + " AND ".join(c for c, _ in used)
         sql += " ORDER BY ended_at DESC, seq DESC"
-        params = [v for _, v in used]
+        params: list[Any] = [v for _, v in used]
         if limit is not None:
             sql += " LIMIT %s"
             params.append(limit)
@@ -450,14 +459,14 @@ class PostgresStore:
              "owner_class": self._owner_class}
         since = sec(since)
         with self._tx("cannot compute stats") as cur:
-            pending, in_flight, stale, past_slots, past_jobs = cur.execute(
-                self.sql.stats_jobs, p).fetchone()
+            pending, in_flight, stale, past_slots, past_jobs = one(cur.execute(
+                self.sql.stats_jobs, p).fetchone())
             by_kind = dict(cur.execute(self.sql.stats_kinds).fetchall())
             nexts = [(r[0], r[1]) for r in cur.execute(
                 self.sql.stats_next, (sec(current), next_slots))]
             outcomes = dict(cur.execute(self.sql.stats_outcomes, (since,)).fetchall())
             answers = cur.execute(self.sql.stats_answers, (since,)).fetchall()
-            late = cur.execute(self.sql.stats_lateness, (since,)).fetchone()
+            late = one(cur.execute(self.sql.stats_lateness, (since,)).fetchone())
         by_answer = {a: n for a, n, _ in answers}
         return StoreStats(
             pending=pending, in_flight=in_flight, stale_leases=stale, by_kind=by_kind,
@@ -469,7 +478,7 @@ class PostgresStore:
             lateness_max_ms=late[3],
         )
 
-    def leases(self, now: datetime) -> list[LeaseGroup]:
+    def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         with self._tx("cannot read leases") as cur:
             rows = cur.execute(self.sql.leases, {"clock": self._clock(now),
                                                  "owner_class": self._owner_class}).fetchall()
@@ -483,11 +492,11 @@ class PostgresStore:
 
     def durations(self, since: datetime, executions_ms: Sequence[float],
                   runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
-        def histogram(cur, source: str, bounds: Sequence[float]) -> Durations:
+        def histogram(cur: Cursor[TupleRow], source: str, bounds: Sequence[float]) -> Durations:
             cols = "".join(f"count(*) FILTER (WHERE d <= {float(b)!r}), " for b in bounds)
-            *counts, n, total = cur.execute(
+            *counts, n, total = one(cur.execute(
                 f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) AS x "
-                "WHERE d IS NOT NULL", (since,)).fetchone()
+                "WHERE d IS NOT NULL", (since,)).fetchone())
             return list(counts), n, float(total)
 
         with self._tx("cannot read executions") as cur:
@@ -495,8 +504,8 @@ class PostgresStore:
                     histogram(cur, self.sql.durations_runs, runs_ms))
 
     # -- changing -------------------------------------------------------------------------
-    def _cancel(self, cur, where: str, params: dict, now: datetime,
-                reason: str) -> tuple[list[Job], list[Job]]:
+    def _cancel(self, cur: Cursor[TupleRow], where: str, params: dict[str, Any], now: datetime,
+                reason: str) -> tuple[builtins.list[Job], builtins.list[Job]]:
         params = {**params, "clock": self._clock(now), "owner_class": self._owner_class}
         rows = cur.execute(self.sql.cancel_select.replace("{where}", where), params).fetchall()
         cancelled, running, history = [], [], []
@@ -541,7 +550,8 @@ class PostgresStore:
             job = row_to_job(r)
             if rules.running(job, r[-2], r[-1]):
                 raise rules.being_delivered(job)
-            r = cur.execute(self.sql.reschedule, (sec(next_check_at), now, job_id)).fetchone()
+            # the row is locked (get_for_update): the update returns it
+            r = one(cur.execute(self.sql.reschedule, (sec(next_check_at), now, job_id)).fetchone())
         return row_to_job(r)
 
     def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
@@ -567,7 +577,7 @@ class PostgresStore:
     def prune(self, before: datetime, *, dry_run: bool = False) -> int:
         before = sec(before)
         with self._tx("cannot prune") as cur:
-            n = cur.execute(self.sql.prune_count, (before,)).fetchone()[0]
+            n = int(one(cur.execute(self.sql.prune_count, (before,)).fetchone())[0])
             if not dry_run and n:
                 cur.execute(self.sql.prune_executions, (before, before))
                 cur.execute(self.sql.prune, (before,))
@@ -611,7 +621,7 @@ class PostgresStore:
                 pass
             conn.close()
 
-    def _session_holds(self, conn, key: int) -> None:
+    def _session_holds(self, conn: Connection[TupleRow], key: int) -> None:
         """Refuse a pooler in transaction mode (PgBouncer's ``pool_mode = transaction``): it
         hands each transaction to any server connection, so the session lock just taken stays
         on a backend this connection no longer owns, and every liveness answer built on it
@@ -637,8 +647,8 @@ class PostgresStore:
 
         def ask() -> None:
             try:
-                held.append(conn.execute(self.sql.session_holds,
-                                         (self._owner_class, key)).fetchone()[0])
+                held.append(one(conn.execute(self.sql.session_holds,
+                                             (self._owner_class, key)).fetchone())[0])
             except psycopg.Error:
                 held.append(False)
 
@@ -664,8 +674,9 @@ class PostgresStore:
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
               limit: int, shard: tuple[int, int] | None = None,
-              kinds: Sequence[str] | None = None) -> list[Job]:
-        params = {"slot": sec(slot), "slot_end": sec(slot) + _SECOND, "limit": limit,
+              kinds: Sequence[str] | None = None) -> builtins.list[Job]:
+        params: dict[str, Any] = {"slot": sec(slot), "slot_end": sec(slot) + _SECOND,
+                                  "limit": limit,
                   **self._lease(now, owner, lease_until)}
         sql = self.sql.claim
         if shard is not None:
@@ -682,13 +693,14 @@ class PostgresStore:
             return self._claimed(cur, cur.execute(sql, params).fetchall(), now, owner)
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
-                  lease_until: datetime) -> list[Job]:
+                  lease_until: datetime) -> builtins.list[Job]:
         params = {"ids": list(ids), **self._lease(now, owner, lease_until)}
         with self._tx("cannot claim") as cur:
             return self._claimed(cur, cur.execute(self.sql.claim_ids, params).fetchall(), now,
                                  owner)
 
-    def _claimed(self, cur, rows: list, now: datetime, owner: str) -> list[Job]:
+    def _claimed(self, cur: Cursor[TupleRow], rows: builtins.list[TupleRow], now: datetime,
+                 owner: str) -> builtins.list[Job]:
         jobs = sorted(map(row_to_job, rows), key=run_order)
         if any(j.schedule for j in jobs):
             # A schedule's next occurrence is made in the claim's own transaction.
@@ -696,27 +708,27 @@ class PostgresStore:
             return [j for j in jobs if j.id not in dropped]
         return jobs
 
-    def _lease(self, now: datetime, owner: str, lease_until: datetime) -> dict:
+    def _lease(self, now: datetime, owner: str, lease_until: datetime) -> dict[str, Any]:
         """A claim's lease parameters: its length is the caller's (``lease_until - now``), its
         times the lease clock's."""
         return {"clock": self._clock(now), "lease": (sec(lease_until) - sec(now)).total_seconds(),
                 "owner": owner, "owner_key": lock_key(owner), "owner_class": self._owner_class}
 
-    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> list[str]:
+    def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> builtins.list[str]:
         if not ids:
             return []
         key = {"owner_class": self._owner_class, "owner_key": lock_key(owner)}
         with self._tx("cannot start") as cur:
             got = {r[0] for r in cur.execute(self.sql.start, {
                 "now": sec(now), "ids": list(ids), "owner": owner, **key})}
-            if not got and not cur.execute(self.sql.owner_alive, key).fetchone()[0]:
+            if not got and not one(cur.execute(self.sql.owner_alive, key).fetchone())[0]:
                 raise SessionLost(f"PostgreSQL at {self.where}: this runner's session ended "
                                   "(closed by the server, or its connection was lost); "
                                   "it starts nothing more")
         return [i for i in ids if i in got]
 
     def finish(self, decisions: Sequence[Decision], *, owner: str, now: datetime,
-               executions: Sequence[Execution] = ()) -> list[Decision]:
+               executions: Sequence[Execution] = ()) -> builtins.list[Decision]:
         now = sec(now)
         ends = [d for d in decisions if isinstance(d, End)]
         reslots = [d for d in decisions if isinstance(d, Reslot)]
@@ -746,7 +758,8 @@ class PostgresStore:
         return [d for d in decisions if d.job.id in applied]
 
     @staticmethod
-    def _copy(cur, sql: str, types: Sequence[str], rows: Iterable[tuple]) -> None:
+    def _copy(cur: Cursor[TupleRow], sql: str, types: Sequence[str],
+              rows: Iterable[Sequence[Any]]) -> None:
         with cur.copy(sql) as copy:
             copy.set_types(types)
             for row in rows:
@@ -766,7 +779,7 @@ class PostgresStore:
         with self._tx("cannot note the runner") as cur:
             cur.execute(self.sql.note_runner, (host, Jsonb(list(kinds)), pid, sec(now)))
 
-    def runners(self) -> list[tuple[str, tuple[str, ...], int | None, datetime]]:
+    def runners(self) -> builtins.list[tuple[str, tuple[str, ...], int | None, datetime]]:
         with self._tx("cannot read the runners") as cur:
             return [(h, tuple(k), p, at) for h, k, p, at in cur.execute(self.sql.runners)]
 
@@ -784,11 +797,11 @@ class PostgresStore:
             r = cur.execute(self.sql.schedule_get, (name,)).fetchone()
         return pg_schedules.row_to_schedule(r) if r else None
 
-    def schedules(self) -> list[Schedule]:
+    def schedules(self) -> builtins.list[Schedule]:
         with self._tx("cannot read schedules") as cur:
             return [pg_schedules.row_to_schedule(r) for r in cur.execute(self.sql.schedules)]
 
-    def schedule_jobs(self, name: str) -> list[Job]:
+    def schedule_jobs(self, name: str) -> builtins.list[Job]:
         with self._tx("cannot read schedules") as cur:
             return [row_to_job(r) for r in cur.execute(self.sql.schedule_jobs, (name,))]
 
@@ -798,10 +811,10 @@ class PostgresStore:
 
     def schedule_counts(self) -> tuple[int, int]:
         with self._tx("cannot read schedules") as cur:
-            total, paused = cur.execute(self.sql.schedule_counts).fetchone()
+            total, paused = one(cur.execute(self.sql.schedule_counts).fetchone())
         return total, paused
 
-    def unarmed_schedules(self) -> list[str]:
+    def unarmed_schedules(self) -> builtins.list[str]:
         with self._tx("cannot read schedules") as cur:
             return [name for name, in cur.execute(self.sql.schedules_unarmed)]
 
@@ -838,7 +851,7 @@ class PostgresStore:
             if not cur.rowcount:
                 raise rules.token_taken(token.name)
 
-    def tokens(self) -> list[ApiToken]:
+    def tokens(self) -> builtins.list[ApiToken]:
         with self._tx("cannot read the tokens") as cur:
             return [_token(r) for r in cur.execute(self.sql.tokens)]
 
@@ -861,16 +874,16 @@ class PostgresStore:
         for r in self._rows_streamed(pg_portable.selects(self.schema)[0], "cannot export"):
             yield row_to_job(r), r[-1]
 
-    def export_history(self) -> Iterator[dict]:
+    def export_history(self) -> Iterator[dict[str, Any]]:
         for r in self._rows_streamed(pg_portable.selects(self.schema)[1], "cannot export"):
             yield pg_portable.history_record(r)
 
     def import_home(self, jobs: Sequence[Job], fingerprints: Sequence[str | None],
-                    rows: Iterable[dict], schedules: Sequence[Schedule] = ()
-                    ) -> tuple[list[Added], int]:
+                    rows: Iterable[dict[str, Any]], schedules: Sequence[Schedule] = ()
+                    ) -> tuple[builtins.list[Added], int]:
         counted = [0]
 
-        def values():
+        def values() -> Iterator[tuple[Any, ...]]:
             for v in pg_portable.history_values(rows):
                 counted[0] += 1
                 yield v
@@ -886,8 +899,8 @@ class PostgresStore:
             raise Unstorable(f"PostgreSQL at {self.where}: cannot import: {e}") from None
         return added, counted[0]
 
-    def _rows_streamed(self, sql: str, what: str, params: Sequence = (),
-                       convert: Callable[[tuple], Any] = tuple) -> Iterator[Any]:
+    def _rows_streamed(self, sql: str, what: str, params: Sequence[Any] = (),
+                       convert: Callable[[TupleRow], Any] = tuple) -> Iterator[Any]:
         """A read of any size, each row through ``convert``: a server-side cursor, rows
         arriving a batch at a time (memory stays flat), its connection held until the rows
         are read or the iterator closed (or dropped)."""
@@ -903,6 +916,6 @@ class PostgresStore:
             raise self._error(e, what) from None
 
 
-def _token(row) -> ApiToken:
+def _token(row: TupleRow) -> ApiToken:
     name, scopes, created, used, options = row
     return ApiToken.stored(name, json.loads(scopes), created, used, json.loads(options))
