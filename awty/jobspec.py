@@ -217,7 +217,7 @@ def _first_and_slot(spec: dict[str, Any], now: datetime, settings: Settings,
     key = ("when", type(at), at, type(within), within)
     if memo is not None:
         try:
-            return memo[key]  # type: ignore[no-any-return]
+            return memo[key]  # type: ignore[no-any-return]  # what an earlier call returned
         except (KeyError, TypeError):  # TypeError: unhashable, refused below
             pass
     first = ceil_second(due_time(spec, now, settings, local))

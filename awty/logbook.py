@@ -22,6 +22,7 @@ class _PrivateRotatingFileHandler(RotatingFileHandler):
     the umask and never through a symlink; undecodable text (a file name with stray bytes) is
     escaped, not an error."""
 
+    # typeshed's return type for _open differs between versions (hence unused-ignore too)
     def _open(self) -> IO[str]:  # type: ignore[override, unused-ignore]
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600)
         return open(fd, self.mode, encoding=self.encoding, errors=self.errors)

@@ -97,7 +97,7 @@ def _draft(cls: type[R]) -> Any:
 def _seal(draft: Any, cls: type[R]) -> R:
     """The filled twin, now a ``cls``: read-only from here on."""
     draft.__class__ = cls
-    return draft  # type: ignore[no-any-return]
+    return draft  # type: ignore[no-any-return]  # a cls now: its class was just set
 
 
 def replace(record: R, /, **changes: Any) -> R:

@@ -210,7 +210,7 @@ def make_rule(*, cron: str | None = None, every: str | float | None = None,
             raise InvalidInput("start: goes with --every (a cron rule's times are its fields)")
         return Rule(parse_cron(cron), None, None, zone_name)
     try:
-        seconds = parse_duration(every)  # type: ignore[arg-type]
+        seconds = parse_duration(every)  # type: ignore[arg-type]  # no cron: every is given
     except ValueError as e:
         raise InvalidInput(f"every: {e}") from None
     if seconds < 1:

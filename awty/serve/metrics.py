@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..api import Awty
 
 # a *_created sample beside each counter is noise for a scraper
-disable_created_metrics()  # type: ignore[no-untyped-call]
+disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in prometheus_client
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # pending jobs by how far ahead their slot is (upper bounds in seconds; "past": missed)

@@ -59,6 +59,7 @@ class _Conn(asyncio.Protocol):
         self.body: list[bytes] = []
 
     # -- asyncio ------------------------------------------------------------------------------
+    # asyncio.Protocol's takes a BaseTransport; a TCP server's is always a Transport
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
         self.number = self.server.opened(transport)
@@ -272,6 +273,7 @@ def serve_constant(port: int, *, status: int = 204, reuse_port: bool = False,
     class Constant(asyncio.Protocol):
         __slots__ = ("transport", "parser")
 
+        # a TCP server's transport (asyncio.Protocol's takes a BaseTransport)
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             self.transport = transport
             self.parser = httptools.HttpRequestParser(self)
