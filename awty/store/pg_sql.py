@@ -246,6 +246,7 @@ TEXTS = {
                                "AND occurrence = %s",
     "schedule_occurrence_id": "SELECT id FROM {s}.future_job WHERE schedule = %s "
                               "AND occurrence = %s",
+    "schedule_next_at": "SELECT next_at FROM {s}.schedule WHERE name = %s",
     "schedule_set_next": "UPDATE {s}.schedule SET next_at = %s WHERE name = %s",
     "schedule_counts": "SELECT count(*), count(paused_at) FROM {s}.schedule",
     "schedules_unarmed": "SELECT name FROM {s}.schedule s WHERE paused_at IS NULL AND NOT "

@@ -567,10 +567,13 @@ class PostgresStore:
             key = old.idempotency_key if old is not None else None
             held = old is not None and old.occurrence is not None and cur.execute(
                 self.sql.schedule_occurrence_id, (old.schedule, sec(old.occurrence))).fetchone()
+            at = old is not None and old.occurrence is not None and cur.execute(
+                self.sql.schedule_next_at, (old.schedule,)).fetchone()
             job = rules.rearm(job_id, old, outcome, next_check_at=sec(next_check_at), now=now,
                               key_free=not (key and cur.execute(self.sql.key_in_future,
                                                                 (key,)).fetchone()),
-                              held_by=held[0] if held else None)
+                              held_by=held[0] if held else None,
+                              schedule_at=at[0] if at else None)
             self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
         return job
 

@@ -153,18 +153,28 @@ def last_error(error: str | None, result: Result | None) -> str | None:
 
 # --- re-arming -----------------------------------------------------------------------------------
 def rearm(job_id: str, old: Job | None, outcome: str, *, next_check_at: datetime,
-          now: datetime, key_free: bool, held_by: str | None = None) -> Job:
+          now: datetime, key_free: bool, held_by: str | None = None,
+          schedule_at: datetime | None = None) -> Job:
     """The job an ended one (its last history row: ``old``, the whole job it kept, else None)
     becomes on ``retry``: pending in ``next_check_at`` with fresh checks and attempts. A row
     that kept no job cannot be re-armed (``Conflict``); its idempotency key goes with it only
     when no live job took the key since (``key_free``). A schedule's occurrence whose job the
     store holds again (``held_by``: a schedule paused, then resumed, makes the occurrence it
-    cancelled anew) is not re-armed: one job per occurrence (``Conflict``)."""
+    cancelled anew) is not re-armed: one job per occurrence (``Conflict``). Nor is a cancelled
+    occurrence its schedule has moved past (``schedule_at``: the schedule's ``next_at``): a
+    schedule moves on from an occurrence only by claiming a job of it, so another job fired
+    it (or the missed policy skipped it), and history keeps too little of a plain ended job
+    to tell which."""
     if old is None:
         raise not_rearmable(job_id, outcome)
     if held_by is not None:
         raise Conflict(f"job {job_id} is the {iso(old.occurrence)} occurrence of schedule "
                        f"{old.schedule}, which job {held_by} holds now; nothing to retry")
+    if (outcome == Outcome.CANCELLED and old.occurrence is not None
+            and schedule_at is not None and old.occurrence < schedule_at):
+        raise Conflict(f"job {job_id} is the {iso(old.occurrence)} occurrence of schedule "
+                       f"{old.schedule}, which has moved on to {iso(schedule_at)} since it was "
+                       "cancelled; nothing to retry")
     return old.replace(next_check_at=next_check_at, check_count=0, attempt=0,
                        status=Status.PENDING,
                        idempotency_key=old.idempotency_key if key_free else None,

@@ -83,6 +83,13 @@ def is_due_rearm(s: Schedule | None, job: Job) -> bool:
             and s.next_at == job.occurrence)
 
 
+def is_paused_occurrence(s: Schedule, job: Job) -> bool:
+    """Whether ``job`` is paused ``s``'s pending occurrence: the job pause cancelled, retried
+    since (``plan`` moves ``s`` past it at its claim)."""
+    return (s.paused_at is not None and job.occurrence is not None
+            and s.next_at == job.occurrence)
+
+
 def at_claim(s: Schedule, job: Job, now: datetime) -> Rearm:
     """The claim of ``job``, ``s``'s pending occurrence (``is_due_rearm``), at ``now``."""
     from ..missed import Missed, catch_up
@@ -161,7 +168,18 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
     out = ClaimPlan()
     for job in claimed:
         s = found.get(job.schedule) if job.schedule else None
-        if s is None or not is_due_rearm(s, job):
+        if s is None:
+            continue
+        if is_paused_occurrence(s, job):
+            # Retried while paused (the user's ask): it fires, and the schedule moves past it,
+            # making nothing, so that ``resume`` does not make this occurrence again.
+            from ..recurrence import next_occurrence
+
+            assert job.occurrence is not None
+            out.moves.append((next_occurrence(rule_of(s), job.occurrence), s.name, s.next_at))
+            found[s.name] = s.replace(next_at=out.moves[-1][0])
+            continue
+        if not is_due_rearm(s, job):
             continue
         r = at_claim(s, job, now)
         out.jobs.extend(r.jobs)
@@ -203,7 +221,7 @@ def settle(p: ClaimPlan, found: dict[str, Schedule], now: datetime, taken: Taken
     for i, (new, name, old) in enumerate(p.moves):
         s = found[name]
         at, make = first_free(s, new, taken)
-        if make:
+        if make and s.paused_at is None:  # a paused schedule has no pending occurrence
             jobs.append(occurrence_job(s, at, now))
         p.moves[i] = (at, name, old)
         found[name] = s.replace(next_at=at)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from ..errors import JobNotFound
 from ..model import Added, End, Job
-from ..slots import iso
+from ..slots import from_iso, iso
 from . import rules
 from .jobdict import job_from_json, job_to_json, payload_only_json, whole_job
 from .sqlite_rows import (
@@ -128,8 +128,11 @@ def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
     held = old is not None and old.occurrence is not None and c.execute(
         "SELECT id FROM future_job WHERE schedule = ? AND occurrence = ?",
         (old.schedule, iso(old.occurrence))).fetchone()
+    at = old is not None and old.occurrence is not None and c.execute(
+        "SELECT next_at FROM schedule WHERE name = ?", (old.schedule,)).fetchone()
     job = rules.rearm(job_id, old, h[2], next_check_at=next_check_at, now=now, key_free=not (
         key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
-                          (key,)).fetchone()), held_by=held[0] if held else None)
+                          (key,)).fetchone()), held_by=held[0] if held else None,
+        schedule_at=from_iso(at[0]) if at else None)
     c.execute(INSERT_JOB, job_to_row(job, h[1]))
     return job

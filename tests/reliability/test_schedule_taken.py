@@ -135,3 +135,50 @@ def test_retry_of_an_occurrence_made_anew_is_refused_in_one_line(home, backend):
         _awty(home, backend, T0 + 30 * SEC, "schedule", "run", "tick")  # beside: no occurrence
         assert _delivered(rx) == Counter({_at(0): 1, None: 1})
     assert _state(home, backend, T0 + MIN) == (T0 + 5 * MIN, [(T0 + 5 * MIN, "pending")])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_an_occurrence_retried_while_paused_fires_once(home, backend):
+    """``schedule pause`` cancels the pending occurrence (10:00); ``retry`` of it while paused
+    is the user's ask, so it fires, and ``resume`` does not make it again. Its neighbours:
+    ``doctor --repair`` while paused makes nothing; a retry after ``resume`` (of the fired
+    job, or of one cancelled again), and ``remove`` + ``add`` again, send 10:00 no more."""
+    with Receiver() as rx:
+        _awty(home, backend, T0 - 30 * SEC, "schedule", "add", "tick", rx.url("/s"), *CRON)
+        with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
+            (ten,) = a.store.schedule_jobs("tick")
+        _awty(home, backend, T0 - 25 * SEC, "schedule", "pause", "tick")
+        _awty(home, backend, T0 - 20 * SEC, "retry", ten.id)
+        _awty(home, backend, T0 - 15 * SEC, "doctor", "--repair")
+        assert _state(home, backend, T0 - 15 * SEC) == (T0, [(T0, "pending")])
+        _awty(home, backend, T0 + SEC, "run-slot")  # 10:00 fires, the schedule paused
+        assert _delivered(rx) == Counter({_at(0): 1})
+        # the schedule moved past 10:00 (making nothing: it is paused)
+        assert _state(home, backend, T0 + 10 * SEC) == (T0 + 5 * MIN, [])
+        _awty(home, backend, T0 + 20 * SEC, "doctor", "--repair")
+        assert _state(home, backend, T0 + 20 * SEC) == (T0 + 5 * MIN, [])
+        _awty(home, backend, T0 + 30 * SEC, "schedule", "resume", "tick")
+        assert _state(home, backend, T0 + 30 * SEC) == (T0 + 5 * MIN, [(T0 + 5 * MIN, "pending")])
+        _awty(home, backend, T0 + 40 * SEC, "retry", ten.id, rc=1)  # it ended done
+        _awty(home, backend, T0 + 5 * MIN + SEC, "run-slot")
+        assert _delivered(rx) == Counter({_at(0): 1, _at(5): 1})
+        # 10:10 cancelled by a pause, made again by resume and fired: its cancelled job is
+        # refused after that, whichever job fired it
+        with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
+            (tenten,) = a.store.schedule_jobs("tick")
+        _awty(home, backend, T0 + 6 * MIN, "schedule", "pause", "tick")
+        _awty(home, backend, T0 + 6 * MIN + SEC, "schedule", "resume", "tick")
+        _awty(home, backend, T0 + 10 * MIN + SEC, "run-slot")
+        assert _delivered(rx) == Counter({_at(0): 1, _at(5): 1, _at(10): 1})
+        res = _awty(home, backend, T0 + 11 * MIN, "retry", tenten.id, rc=1)
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert f"the {_at(10)} occurrence of schedule tick" in res.stderr, res.stderr
+        # remove + add again: a new schedule from now on; the old occurrences stay sent
+        _awty(home, backend, T0 + 12 * MIN, "schedule", "remove", "tick")
+        _awty(home, backend, T0 + 12 * MIN + SEC, "schedule", "add", "tick", rx.url("/s"),
+              *CRON)
+        _awty(home, backend, T0 + 12 * MIN + 2 * SEC, "retry", tenten.id, rc=1)
+        _awty(home, backend, T0 + 12 * MIN + 3 * SEC, "retry", ten.id, rc=1)
+        _awty(home, backend, T0 + 15 * MIN + SEC, "run-slot")
+        assert _delivered(rx) == Counter({_at(0): 1, _at(5): 1, _at(10): 1, _at(15): 1})
+    assert _state(home, backend, T0 + 16 * MIN) == (T0 + 20 * MIN, [(T0 + 20 * MIN, "pending")])
