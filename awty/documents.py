@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .model import Execution, HistoryRow, Job
+from .model import ApiToken, Execution, HistoryRow, Job
 from .record import Record, _draft, _seal
 from .slots import iso, slot_id
 
@@ -113,3 +113,13 @@ def schedule_dict(info: Any) -> dict[str, Any]:
 def schedule_document(info: Any, upcoming: list[Any]) -> dict[str, Any]:
     """``awty schedule show --json``'s document: the list row and the next occurrences."""
     return {**schedule_dict(info), "next_occurrences": [iso(t) for t in upcoming]}
+
+
+def token_dict(token: ApiToken) -> dict[str, Any]:
+    """A token as ``token list --json`` shows it: never the token (only its hash is kept), and
+    of its exec environment the names only, every value ``***``: the owner gave them to hand
+    to the jobs (a database URL, an API key), not to show to whoever can read the store."""
+    return {"name": token.name, "scopes": list(token.scopes),
+            "created_at": token.created_at.isoformat(),
+            "last_used_at": token.last_used_at.isoformat() if token.last_used_at else None,
+            **token.options(), "exec_env": dict.fromkeys(token.exec_env, "***")}

@@ -101,7 +101,9 @@ def token_new(
         help="Where exec jobs added with this token run (default: the awty home).")] = None,
     exec_env: Annotated[Optional[list[str]], typer.Option(
         help="NAME=VALUE: the whole environment of those jobs (repeatable; default: "
-             "PATH, HOME and LANG only).")] = None,
+             "PATH, HOME and LANG only). Filtered as at add: a value that looks like a "
+             "credential reaches the jobs only if exec_env_allow names it. token list shows "
+             "the names only.")] = None,
     rate: Annotated[Optional[str], typer.Option(
         help="At most N requests a second, minute or hour: N/s, N/min, N/h (e.g. 100/s); "
              "answered 429 past it. Counted in each serve process (default: no "
@@ -136,11 +138,11 @@ def token_new(
 @reports_errors
 def token_list(as_json: Json = False, home: Home = None) -> None:
     """The tokens: name, scopes, created, last used, rate limit (never the tokens
-    themselves)."""
+    themselves; of --exec-env, the names only: --json shows each value as ***)."""
+    from ..documents import token_dict
+
     found = open_awty(home).tokens()
-    docs = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at.isoformat(),
-             "last_used_at": t.last_used_at.isoformat() if t.last_used_at else None,
-             **t.options()} for t in found]
+    docs = [token_dict(t) for t in found]
     if as_json:
         r.emit_json(docs)
         return
