@@ -72,6 +72,11 @@ def _one_line(e: BaseException, hide: Sequence[str] = ()) -> str:
     return line
 
 
+class _OccurrenceTaken(Exception):
+    """``add`` hit the (schedule, occurrence) key: it names the occurrence, in a transaction
+    of its own."""
+
+
 class _OneConnection:
     """What a store without a pool uses in its place: one connection (autocommit, so each
     ``transaction()`` is a BEGIN/COMMIT of its own), reopened when it broke. A call made while
@@ -326,8 +331,21 @@ class PostgresStore:
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
+        try:
+            with self._tx("cannot add") as cur:
+                return self._add(cur, jobs, fingerprints)
+        except _OccurrenceTaken:
+            raise self._occurrence_taken(jobs) from None
+
+    def _occurrence_taken(self, jobs: Sequence[Job]) -> Conflict:
+        """The (schedule, occurrence) key an add hit, named: read in a transaction of its own
+        (the failed one can read nothing more)."""
         with self._tx("cannot add") as cur:
-            return self._add(cur, jobs, fingerprints)
+            def held(name: str, at: datetime) -> str | None:
+                r = cur.execute(self.sql.schedule_occurrence_id, (name, sec(at))).fetchone()
+                return r[0] if r else None
+
+            return rules.occurrence_taken(jobs, held)
 
     def _add(self, cur: Cursor[TupleRow], jobs: Sequence[Job], fingerprints: Sequence[str | None]
              ) -> list[Added]:
@@ -346,8 +364,13 @@ class PostgresStore:
                     known[key] = (job_from_json(text), fp)
         out, rows = rules.admit(jobs, fingerprints, known)
         if rows:
-            self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
-                       [job_to_row(j, fp) for j, fp in rows])
+            try:
+                self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
+                           [job_to_row(j, fp) for j, fp in rows])
+            except pg_errors.UniqueViolation as e:
+                if e.diag.constraint_name == "future_job_occurrence":
+                    raise _OccurrenceTaken from None
+                raise
         return out
 
     # -- reading --------------------------------------------------------------------------
@@ -900,6 +923,8 @@ class PostgresStore:
                 self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
         except UnicodeEncodeError as e:
             raise Unstorable(f"PostgreSQL at {self.where}: cannot import: {e}") from None
+        except _OccurrenceTaken:
+            raise self._occurrence_taken(jobs) from None
         return added, counted[0]
 
     def _rows_streamed(self, sql: str, what: str, params: Sequence[Any] = (),

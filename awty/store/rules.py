@@ -26,7 +26,7 @@ from ..storable import storable
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 ERROR_CHARS = 2000  # of a result's error and output kept in history (and a job's last error)
 # Outcomes whose history row keeps the whole job, to be re-armed by `retry` (so does a row of a
@@ -55,6 +55,25 @@ def id_taken() -> Conflict:
     """A job id already stored (ids are ULIDs: a batch given one twice, or an import into a
     store that has them)."""
     return Conflict("cannot add: a job with one of these ids already exists")
+
+
+def occurrence_taken(jobs: Sequence[Job],
+                     held: Callable[[str, datetime], str | None]) -> Conflict:
+    """An add that hit the (schedule, occurrence) key (a dropped-in envelope naming an
+    occurrence whose job the store holds, or a batch naming one twice): the first job of
+    ``jobs`` whose occurrence is taken, by the batch or by the store (``held``: the id of the
+    job holding it)."""
+    seen: dict[tuple[str, datetime], str] = {}
+    for j in jobs:
+        if j.schedule is None or j.occurrence is None:
+            continue
+        key = (j.schedule, j.occurrence)
+        other = seen.get(key) or held(*key)
+        if other is not None:
+            return Conflict(f"cannot add: job {j.id} is the {iso(j.occurrence)} occurrence of "
+                            f"schedule {j.schedule}, which job {other} holds already")
+        seen[key] = j.id
+    return id_taken()
 
 
 def token_taken(name: str) -> Conflict:

@@ -236,10 +236,17 @@ class SQLiteStore:
         try:
             with self._write() as c:
                 return add_jobs(c, jobs, fingerprints)
-        except sqlite3.IntegrityError:
+        except sqlite3.IntegrityError as e:
+            if "future_job.occurrence" in str(e):  # the (schedule, occurrence) key
+                raise rules.occurrence_taken(jobs, self._occurrence_id) from None
             raise rules.id_taken() from None
         except sqlite3.OperationalError as e:
             raise translate(e, "cannot add") from None
+
+    def _occurrence_id(self, name: str, at: datetime) -> str | None:
+        r = self.conn.execute("SELECT id FROM future_job WHERE schedule = ? AND occurrence = ?",
+                              (name, iso(at))).fetchone()
+        return r[0] if r else None
 
     # -- reading --------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | None:
@@ -622,6 +629,8 @@ class SQLiteStore:
                 c.executemany(INSERT_HISTORY, sqlite_portable.history_values(rows))
                 return added, c.total_changes - before
         except sqlite3.IntegrityError as e:
+            if "future_job.occurrence" in str(e):  # the (schedule, occurrence) key
+                raise rules.occurrence_taken(jobs, self._occurrence_id) from None
             if "UNIQUE" in str(e):
                 raise rules.id_taken() from None
             raise Unstorable(f"cannot import: {e}") from None

@@ -9,7 +9,11 @@ traceback, and each occurrence is delivered once.
   run early by ``awty run``, cancelled by the remove, re-armed by ``awty retry``): the claim of
   the occurrence before it re-arms onto that job;
 - ``awty retry`` of an occurrence cancelled by ``schedule pause`` after ``resume`` made it anew:
-  refused in one line, nothing changed; ``schedule run`` beside it is no occurrence.
+  refused in one line, nothing changed; ``schedule run`` beside it is no occurrence;
+- ``awty retry`` of an occurrence cancelled by ``schedule pause`` while still paused: it fires
+  once, ``resume`` goes on after it; with ``doctor --repair``, a retry after ``resume`` and
+  ``remove`` + ``add`` again around it;
+- a dropped-in envelope naming a held occurrence: set aside, the occurrence fires once.
 """
 
 from __future__ import annotations
@@ -182,3 +186,27 @@ def test_an_occurrence_retried_while_paused_fires_once(home, backend):
         _awty(home, backend, T0 + 15 * MIN + SEC, "run-slot")
         assert _delivered(rx) == Counter({_at(0): 1, _at(5): 1, _at(10): 1, _at(15): 1})
     assert _state(home, backend, T0 + 16 * MIN) == (T0 + 20 * MIN, [(T0 + 20 * MIN, "pending")])
+
+
+
+
+def test_a_dropped_in_envelope_of_a_held_occurrence_is_set_aside(home):
+    """An envelope naming a schedule's pending occurrence is no second job of it: the envelope
+    format has no ``schedule`` or ``occurrence`` (only awty makes occurrences), so it is set
+    aside naming those fields, and the occurrence fires once. SQLite only: a PostgreSQL home
+    has no slot tree to drop files in. (The store's own refusal of a second job of an
+    occurrence names it: tests/store/test_contract.py.)"""
+    from awty.slots import slot_id
+    from awty.slottree.tree import SlotTree
+
+    with Receiver() as rx:
+        _awty(home, None, T0 - 30 * SEC, "schedule", "add", "tick", rx.url("/s"), *CRON)
+        sd = home / "slots" / slot_id(T0)
+        sd.mkdir(parents=True, exist_ok=True)
+        (sd / "twin.json").write_text(json.dumps(
+            {"target": rx.url("/s"), "schedule": "tick", "occurrence": _at(0)}))
+        _awty(home, None, T0 + SEC, "run-slot")
+        assert len(rx.requests("/s")) == 1
+        assert _delivered(rx) == Counter({_at(0): 1})
+    (r,) = SlotTree(home).rejected_files()
+    assert (r.path.name, r.reason) == ("twin.json", "unknown field(s): 'occurrence', 'schedule'")

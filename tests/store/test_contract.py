@@ -927,9 +927,41 @@ def test_schedule_name_taken_changes_nothing(store):
 def test_one_job_per_occurrence_is_a_store_key(store):
     job = store.add_schedule(mk_schedule(), S1 - MIN)
     twin = job.replace(id=_next_id())
-    with pytest.raises(Conflict):
+    # named as the occurrence it is (a dropped-in envelope of it), not as an id taken
+    with pytest.raises(Conflict, match=f"^cannot add: job {twin.id} is the "
+                       f"{iso(S1)} occurrence of schedule tick, which job {job.id} holds"):
         add(store, twin)
+    # a batch naming one occurrence twice: the second job names the first
+    one = twin.replace(id=_next_id(), occurrence=S2)
+    other = one.replace(id=_next_id())
+    with pytest.raises(Conflict, match=f"job {other.id} is the {iso(S2)} occurrence of "
+                       f"schedule tick, which job {one.id} holds"):
+        add(store, one, other)
     assert ids(pending_of(store, "tick")) == [job.id]
+
+
+def test_a_claim_of_a_paused_schedules_occurrence_moves_it_past(store):
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    store.pause_schedule("tick", S1 - MIN)  # cancels it
+    store.retry(first.id, S1, S1 - MIN)  # the user's ask: it fires, paused or not
+    (got,) = claim(store, S1, now=S1)
+    assert got.id == first.id and pending_of(store, "tick") == [got]
+    assert store.get_schedule("tick").next_at == S1 + 5 * MIN
+    store.finish([end(got)], owner=A, now=S1)
+    assert store.resume_schedule("tick", S1).next_at == S1 + 5 * MIN
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1 + 5 * MIN]
+
+
+def test_retry_of_a_cancelled_occurrence_moved_past_is_refused(store):
+    first = store.add_schedule(mk_schedule(), S1 - MIN)
+    store.pause_schedule("tick", S1 - MIN)  # cancels it
+    store.resume_schedule("tick", S1 - MIN)  # makes the occurrence anew
+    (again,) = claim(store, S1, now=S1)
+    store.finish([end(again)], owner=A, now=S1)  # fired: the schedule is at 10:05
+    with pytest.raises(Conflict, match=f"job {first.id} is the {iso(S1)} occurrence of "
+                       f"schedule tick, which has moved on to {iso(S1 + 5 * MIN)}"):
+        store.retry(first.id, S2, S1)
+    assert [j.occurrence for j in pending_of(store, "tick")] == [S1 + 5 * MIN]
 
 
 def test_claim_makes_the_next_occurrence_in_its_transaction(store):
