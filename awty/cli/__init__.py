@@ -73,6 +73,11 @@ def main() -> None:
 
         if run(args[1:]):
             return
+    if args[:2] == ["schedule", "add"]:
+        from .quickadd import run_schedule
+
+        if run_schedule(args[2:]):
+            return
     if args[:1] == ["run-slot"]:
         from .quickrun import run as run_quick
 

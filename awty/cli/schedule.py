@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from ..documents import schedule_dict, schedule_document
+from ..documents import schedule_dict
 from ..errors import InvalidInput
 from ..slots import iso, slot_for, slot_id
 from . import render as r
-from .addjob import read_payload
 from .options import (
     Call, Entity, Exec, Header, Home, Horizon, Json, Key, MaxAttempts, MaxChecks, MisfireGrace,
     Payload, Timeout, Utc, new_app, new_group, open_awty, reports_errors,
 )
+from .scheduleadd import run_schedule_add, show_schedule
 
 commands = new_app()  # no plain commands: `schedule` is a group
 schedule_app = new_group(help="""Recurring schedules: every occurrence is an ordinary awty job
@@ -85,16 +85,11 @@ def add(
 
       awty schedule add sync 'make sync' --exec --every 2h --start 'today 13:00' --missed skip
     """
-    if exec_ and call:
-        raise InvalidInput("--exec and --call exclude each other")
-    a = open_awty(home)
-    s = a.schedule(name, target, cron=cron, every=every, start=start, tz=tz, missed=missed,
-                   missed_window=missed_window, kind="exec" if exec_ else
-                   "python" if call else "http", payload_json=read_payload(payload),
-                   entity=entity, key=key, headers=header or None, max_checks=max_checks,
-                   horizon=horizon, timeout=timeout, max_attempts=max_attempts,
-                   misfire_grace=misfire_grace)
-    _show(a, s.name, utc, as_json, added=True)
+    run_schedule_add(name, target, cron=cron, every=every, start=start, tz=tz, missed=missed,
+                     missed_window=missed_window, exec_=exec_, call=call, payload=payload,
+                     entity=entity, key=key, header=header, max_checks=max_checks,
+                     horizon=horizon, timeout=timeout, max_attempts=max_attempts,
+                     misfire_grace=misfire_grace, as_json=as_json, utc=utc, home=home)
 
 
 @schedule_app.command("list")
@@ -121,7 +116,7 @@ def show(name: Name, as_json: Json = False, utc: Utc = False, home: Home = None)
 
     Example:  awty schedule show report
     """
-    _show(open_awty(home), name, utc, as_json)
+    show_schedule(open_awty(home), name, utc, as_json)
 
 
 @schedule_app.command("next")
@@ -250,22 +245,3 @@ def _quote(command: str) -> str:
     import shlex
 
     return shlex.quote(command)
-
-
-def _show(a: Any, name: str, utc: bool, as_json: bool, added: bool = False) -> None:
-    info = a.schedule_info(name)
-    nxt = a.next_occurrences(name, 3)
-    if as_json:
-        r.emit_json(schedule_document(info, nxt))
-        return
-    s = info.schedule
-    if added:
-        r.out(f"added schedule {s.name}")
-    r.kv([("name", s.name), ("rule", f"{info.rule} ({s.cron or f'every {s.every}s'})"),
-          ("zone", s.zone), ("target", f"{s.template.kind.value} {s.template.target}"),
-          ("missed", s.missed + (f" (window {int(s.window)}s)" if s.missed == "all" else "")),
-          ("next", ", ".join(r.when(t, utc, short=True) for t in nxt)),
-          ("pending", info.pending),
-          ("last", f"{info.last_outcome} {r.when(info.last_at, utc, short=True)}"
-           if info.last_outcome else "-"),
-          ("paused", r.when(s.paused_at, utc, short=True) if s.paused_at else "no")])
