@@ -89,9 +89,7 @@ def catch_up(rule: Rule, claimed: datetime, now: datetime, *, policy: Missed,
              grace: float | None = None) -> CatchUp:
     """The decision at the claim of the occurrence due at ``claimed`` (its nominal time)."""
     step = resolution * 60
-    grace = float(step) if grace is None else grace
-    # Occurrences at or before ``cutoff`` have a slot that passed more than ``grace`` ago.
-    cutoff = _last_boundary_before(now - timedelta(seconds=grace), step)
+    cutoff = missed_until(now, step, grace)
     if claimed > cutoff:  # on time: nothing missed (nor anything after it, which is later)
         return CatchUp(True, (), 0, None, next_occurrence(rule, claimed))
     nxt = next_occurrence(rule, cutoff)
@@ -102,6 +100,13 @@ def catch_up(rule: Rule, claimed: datetime, now: datetime, *, policy: Missed,
         return CatchUp(True, (), len(later), _reason(rule, later, policy, nxt), nxt)
     skipped = [claimed, *later]
     return CatchUp(False, (), len(skipped), _reason(rule, skipped, policy, nxt), nxt)
+
+
+def missed_until(now: datetime, step: int, grace: float | None = None) -> datetime:
+    """Occurrences at or before this instant have a slot that passed more than ``grace``
+    (default one slot of ``step`` seconds) before ``now``: they were missed."""
+    grace = float(step) if grace is None else grace
+    return _last_boundary_before(now - timedelta(seconds=grace), step)
 
 
 def _all(rule: Rule, claimed: datetime, cutoff: datetime, nxt: datetime, oldest: datetime,

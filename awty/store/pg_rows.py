@@ -33,6 +33,11 @@ def lock_key(text: str) -> int:
     return zlib.crc32(text.encode()) & 0x7FFFFFFF
 
 
+def shard_key(job_id: str) -> int:
+    """A job row's ``shard_key`` column (``shard_key % n`` is ``ids.shard_of``)."""
+    return zlib.crc32(job_id.encode())
+
+
 @overload
 def sec(at: datetime) -> datetime: ...
 @overload
@@ -71,7 +76,7 @@ def job_to_row(j: Job, fingerprint: str | None) -> tuple[Any, ...]:
         j.idempotency_key, j.cwd, sec(j.created_at), sec(j.updated_at), j.last_error,
         j.lease_owner, sec(j.lease_until), sec(j.started_at), j.schedule, sec(j.occurrence),
         fingerprint,
-        zlib.crc32(j.id.encode()),
+        shard_key(j.id),
     )
 
 

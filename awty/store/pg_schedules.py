@@ -13,12 +13,14 @@ from psycopg import errors as pg_errors
 from ..errors import ScheduleNotFound
 from ..model import Job, Outcome, Schedule
 from .jobdict import job_from_json, job_to_json
-from .pg_rows import history_row, job_to_row, one, row_to_job, sec
-from .pg_sql import HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
+from .pg_rows import history_row, job_to_row, one, row_to_job, sec, shard_key
+from .pg_sql import HISTORY_COPY_TYPES, JOB_COLUMNS, JOB_COPY_TYPES, Sql
 
 if TYPE_CHECKING:
     from psycopg import Cursor
     from psycopg.rows import TupleRow
+
+    from .schedrules import ClaimPlan
 
 
 def schedule_to_row(s: Schedule) -> tuple[Any, ...]:
@@ -27,9 +29,15 @@ def schedule_to_row(s: Schedule) -> tuple[Any, ...]:
             sec(s.created_at))
 
 
-def row_to_schedule(r: Sequence[Any]) -> Schedule:
-    return Schedule(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], job_from_json(r[8]), r[9],
-                    r[10], r[11])
+def row_to_schedule(r: Sequence[Any], templates: dict[str, Job] | None = None) -> Schedule:
+    """``templates``: the templates already read (``sqlite_schedules.row_to_schedule``)."""
+    template = templates.get(r[8]) if templates is not None else None
+    if template is None:
+        template = job_from_json(r[8])
+        if templates is not None:
+            templates[r[8]] = template
+    return Schedule(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], template, r[9], r[10],
+                    r[11])
 
 
 def must(cur: Cursor[TupleRow], sql: Sql, name: str) -> Schedule:
@@ -63,6 +71,16 @@ def arm(cur: Cursor[TupleRow], sql: Sql, s: Schedule, now: datetime) -> Job:
     return job
 
 
+def _rows(p: ClaimPlan) -> list[tuple[Any, ...]]:
+    return p.rows(job_to_row, (*JOB_COLUMNS, "fingerprint", "shard_key"), _with_shard_key)
+
+
+def _with_shard_key(values: list[Any]) -> tuple[Any, ...]:
+    """A job row (``job_to_row``) given its other columns: its shard key follows its id."""
+    values[-1] = shard_key(values[0])
+    return tuple(values)
+
+
 def _taken(cur: Cursor[TupleRow], sql: Sql, name: str, at: datetime) -> str | None:
     r = cur.execute(sql.schedule_armed, (name, sec(at))).fetchone()
     return r[0] if r else None
@@ -72,26 +90,27 @@ def rearm(cur: Cursor[TupleRow], sql: Sql, claimed: list[Job], now: datetime,
           owner: str) -> set[str]:
     """A claim's re-arming (``sqlite_schedules.rearm``); the schedule rows are locked in name
     order, so that runners claiming occurrences of the same schedules wait for each other."""
-    from .schedrules import plan, settle
+    from .schedrules import group_moves, plan, settle
 
     names = sorted({j.schedule for j in claimed if j.schedule})
-    found = {s.name: s for s in map(row_to_schedule, cur.execute(
+    templates: dict[str, Job] = {}
+    found = {s.name: s for s in (row_to_schedule(r, templates) for r in cur.execute(
         sql.schedules_lock, (names,)).fetchall())}
     p = plan(found, claimed, now)
-    if p.jobs:
+    if p.jobs or p.alike:
         try:
             with cur.connection.transaction():  # a savepoint
-                copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(j, None) for j in p.jobs])
+                copy(cur, sql.copy_jobs, JOB_COPY_TYPES, _rows(p))
         except pg_errors.UniqueViolation:
             # An occurrence to make has its job already (the (schedule, occurrence) key):
             # that job is the occurrence's; the claim goes on (``sqlite_schedules.rearm``).
             settle(p, found, now, partial(_taken, cur, sql))
-            copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(j, None) for j in p.jobs])
+            copy(cur, sql.copy_jobs, JOB_COPY_TYPES, _rows(p))
     history = [history_row(j, Outcome.SKIPPED, reason, now, None, owner=owner)
                for j, reason in p.skipped]
-    if p.moves:
-        cur.executemany(sql.schedule_move, [(sec(new), name, sec(old))
-                                            for new, name, old in p.moves])
+    # Schedules of one rule move alike: one statement for each (from, to).
+    for (new, old), moved in group_moves(p.moves).items():
+        cur.execute(sql.schedules_move, (sec(new), sec(old), moved))
     if history:
         copy(cur, sql.copy_history, HISTORY_COPY_TYPES, history)
     if p.dropped:

@@ -238,7 +238,8 @@ TEXTS = {
     "schedule_jobs_for_update": f"SELECT {_JOB}, fingerprint, {LIVENESS} FROM {{s}}.future_job f "
                                 "WHERE schedule = %(name)s ORDER BY next_check_at, id FOR UPDATE",
     "schedule_pause": "UPDATE {s}.schedule SET paused_at = %s WHERE name = %s",
-    "schedule_move": "UPDATE {s}.schedule SET next_at = %s WHERE name = %s AND next_at = %s",
+    "schedules_move": "UPDATE {s}.schedule SET next_at = %s WHERE next_at = %s "
+                      "AND name = ANY(%s)",
     "schedule_delete": "DELETE FROM {s}.schedule WHERE name = %s",
     "schedule_armed": "SELECT status FROM {s}.future_job WHERE schedule = %s "
                       "AND occurrence = %s",

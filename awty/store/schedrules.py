@@ -20,14 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
 from ..ids import new_id
 from ..model import Job, Schedule, Status
 from ..record import Record, _draft, _seal
 from ..slots import slot_for
 
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms (`schedule add`); mypy reads it as True
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from ..recurrence import Rule
 
 _ZERO = timedelta(0)
@@ -118,16 +121,42 @@ def at_claim(s: Schedule, job: Job, now: datetime) -> Rearm:
 class ClaimPlan(Record):
     """What a claim does to the schedules whose pending occurrences it took (``plan``)."""
 
-    __slots__ = ("jobs", "skipped", "moves", "dropped")
+    __slots__ = ("jobs", "alike", "skipped", "moves", "dropped")
     jobs: list[Job]  # to insert as pending
+    # to insert as pending too: a job, and the (id, schedule) of each job made like it (the
+    # same but for those two: ``rows``)
+    alike: list[tuple[Job, list[tuple[str, str]]]]
     skipped: list[tuple[Job, str]]  # to end as ``skipped`` history rows, with their reason
     moves: list[tuple[datetime, str, datetime]]  # (new next_at, name, next_at claimed from)
     dropped: set[str]  # claimed ids that must not fire (they end as ``skipped``)
 
     def __new__(cls) -> ClaimPlan:
         s = _draft(cls)
-        s.jobs, s.skipped, s.moves, s.dropped = [], [], [], set()
+        s.jobs, s.alike, s.skipped, s.moves, s.dropped = [], [], [], [], set()
         return _seal(s, cls)
+
+    def rows(self, to_row: Callable[[Job, None], tuple[Any, ...]], columns: Sequence[str],
+             derive: Callable[[list[Any]], tuple[Any, ...]] = tuple) -> list[tuple[Any, ...]]:
+        """The rows of the jobs to insert, each ``to_row(job, None)``: a job made like another
+        is the other's row with its own id and schedule in ``columns``' places (``derive``
+        makes the row from them, e.g. a column computed from the id)."""
+        out = [to_row(j, None) for j in self.jobs]
+        at_id, at_name = columns.index("id"), columns.index("schedule")
+        for job, others in self.alike:
+            row = to_row(job, None)
+            out.append(row)
+            values = list(row)
+            for job_id, name in others:
+                values[at_id], values[at_name] = job_id, name
+                out.append(derive(values))
+        return out
+
+    def whole(self) -> None:
+        """Every job to insert in ``jobs``, those made alike too (for ``settle``: rare)."""
+        for job, others in self.alike:
+            self.jobs.append(job)
+            self.jobs.extend(job.replace(id=job_id, schedule=name) for job_id, name in others)
+        self.alike.clear()
 
 
 def dry_run(store: Any, jobs: list[Job], now: datetime) -> tuple[dict[str, int], set[str]]:
@@ -164,32 +193,90 @@ def dry_run(store: Any, jobs: list[Job], now: datetime) -> tuple[dict[str, int],
 def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> ClaimPlan:
     """A claim's re-arming, decided once for both stores: ``found`` holds the schedule rows of
     the claimed jobs (locked by the store where it can); each store writes the plan in the
-    claim's transaction, the moves as a compare and set on ``next_at``."""
+    claim's transaction, the moves as a compare and set on ``next_at``.
+
+    An occurrence claimed on time (``on_time_after``: nothing can have been missed) moves its
+    schedule to the rule's next occurrence, whatever the policy (``missed.catch_up``'s first
+    answer), without asking the policy. Many schedules share a rule, a nominal time and often a
+    template: the next occurrence is found once per rule and nominal time, and its job built
+    once per template, nominal time and slot (each schedule's own job differs in its id and
+    name only: ``ClaimPlan.alike``)."""
+    from ..missed import due_slot
+
     out = ClaimPlan()
+    on_time: dict[int, datetime] = {}
+    # (rule, nominal time) -> the next occurrence and its slot
+    nexts: dict[tuple[Any, ...], tuple[datetime, datetime]] = {}
+    # (template, nominal time, slot) -> the (id, name) of the jobs made like the first
+    made: dict[tuple[Any, ...], list[tuple[str, str]]] = {}
+    moved: dict[str, datetime] = {}  # next_at of the schedules moved so far
     for job in claimed:
         s = found.get(job.schedule) if job.schedule else None
         if s is None:
             continue
+        if s.name in moved:
+            s = s.replace(next_at=moved[s.name])
         if is_paused_occurrence(s, job):
             # Retried while paused (the user's ask): it fires, and the schedule moves past it,
             # making nothing, so that ``resume`` does not make this occurrence again.
             from ..recurrence import next_occurrence
 
             assert job.occurrence is not None
-            out.moves.append((next_occurrence(rule_of(s), job.occurrence), s.name, s.next_at))
-            found[s.name] = s.replace(next_at=out.moves[-1][0])
+            nxt = next_occurrence(rule_of(s), job.occurrence)
+            out.moves.append((nxt, s.name, s.next_at))
+            moved[s.name] = nxt
             continue
         if not is_due_rearm(s, job):
             continue
-        r = at_claim(s, job, now)
-        out.jobs.extend(r.jobs)
-        if r.skipped is not None:
-            out.skipped.append((r.skipped, r.reason or "skipped"))
-            if not r.fire:
-                out.dropped.add(job.id)
-        out.moves.append((r.next_at, s.name, s.next_at))
-        found[s.name] = s.replace(next_at=r.next_at)
+        assert job.occurrence is not None
+        after = on_time.get(s.resolution)
+        if after is None:
+            after = on_time[s.resolution] = on_time_after(now, s.resolution)
+        if job.occurrence > after:
+            rule = (s.cron, s.every, s.start, s.zone, s.resolution, job.occurrence)
+            got = nexts.get(rule)
+            if got is None:
+                from ..recurrence import next_occurrence
+
+                nxt = next_occurrence(rule_of(s), job.occurrence)
+                got = nexts[rule] = (nxt, due_slot(nxt, now, s.resolution))
+            nxt, slot = got
+            kind = (id(s.template), nxt, slot)
+            others = made.get(kind)
+            if others is None:  # occurrence_job(s, nxt, now), the first of its kind
+                made[kind] = others = []
+                out.alike.append((occurrence_job(s, nxt, now), others))
+            else:
+                others.append((new_id(slot), s.name))
+        else:
+            r = at_claim(s, job, now)
+            out.jobs.extend(r.jobs)
+            if r.skipped is not None:
+                out.skipped.append((r.skipped, r.reason or "skipped"))
+                if not r.fire:
+                    out.dropped.add(job.id)
+            nxt = r.next_at
+        out.moves.append((nxt, s.name, s.next_at))
+        moved[s.name] = nxt
     return out
+
+
+def group_moves(moves: list[tuple[datetime, str, datetime]]
+                ) -> dict[tuple[datetime, datetime], list[str]]:
+    """A plan's moves by (new ``next_at``, claimed from): the names each moves."""
+    out: dict[tuple[datetime, datetime], list[str]] = {}
+    for new, name, old in moves:
+        out.setdefault((new, old), []).append(name)
+    return out
+
+
+def on_time_after(now: datetime, resolution: int) -> datetime:
+    """Occurrences after this instant, claimed at ``now``, were missed by no policy: the
+    ``missed.missed_until`` of ``catch_up`` at ``now`` (``at_claim`` may ask at an earlier
+    now, never a later one: its instant is never later either)."""
+    from ..missed import missed_until
+
+    return missed_until(now, resolution * 60)
 
 
 # What the store holds for (schedule, occurrence): None (no job), "pending" or "in_flight".
@@ -215,6 +302,7 @@ def first_free(s: Schedule, at: datetime, taken: Taken) -> tuple[datetime, bool]
 def settle(p: ClaimPlan, found: dict[str, Schedule], now: datetime, taken: Taken) -> None:
     """``p`` once an insert of its jobs hit the (schedule, occurrence) key: no job is made for
     an occurrence that has one (``first_free``), the schedules move to what is left."""
+    p.whole()
     nexts = {(name, new) for new, name, _ in p.moves}
     jobs = [j for j in p.jobs if (j.schedule, j.occurrence) not in nexts
             and taken(j.schedule, j.occurrence) is None]  # type: ignore[arg-type]

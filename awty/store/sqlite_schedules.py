@@ -14,7 +14,10 @@ from ..errors import Conflict, ScheduleNotFound
 from ..model import End, Job, Outcome, Schedule
 from ..slots import from_iso, iso
 from .jobdict import job_from_json, job_to_json
-from .sqlite_rows import INSERT_JOB, SELECT_JOB, job_to_row, opt_iso, opt_time, row_to_job
+from .sqlite_rows import (
+    INSERT_JOB, JOB_COLUMNS, JOB_HEAD, SELECT_JOB, insert_many, job_to_row, opt_iso, opt_time,
+    row_to_job,
+)
 from .sqlite_write import end_rows
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -34,9 +37,16 @@ def schedule_to_row(s: Schedule) -> tuple[Any, ...]:
             iso(s.created_at))
 
 
-def row_to_schedule(r: Sequence[Any]) -> Schedule:
+def row_to_schedule(r: Sequence[Any], templates: dict[str, Job] | None = None) -> Schedule:
+    """``templates``: the templates already read (a claim reads many schedules, often made
+    from one template): read once each."""
+    template = templates.get(r[8]) if templates is not None else None
+    if template is None:
+        template = job_from_json(r[8])
+        if templates is not None:
+            templates[r[8]] = template
     return Schedule(r[0], r[1], r[2], opt_time(r[3]), r[4], r[5], r[6], r[7],
-                    job_from_json(r[8]), from_iso(r[9]), opt_time(r[10]),
+                    template, from_iso(r[9]), opt_time(r[10]),
                     opt_time(r[11]))
 
 
@@ -124,25 +134,28 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
     """A claim's re-arming of the schedules whose pending occurrence it took
     (``schedrules.at_claim``); returns the ids of claimed jobs that must not fire (ended as
     ``skipped``, already out of future_job)."""
-    from .schedrules import plan, settle
+    from .schedrules import group_moves, plan, settle
 
     names = json.dumps(sorted({j.schedule for j in claimed if j.schedule}))
-    found = {s.name: s for s in map(row_to_schedule, c.execute(
+    templates: dict[str, Job] = {}
+    found = {s.name: s for s in (row_to_schedule(r, templates) for r in c.execute(
         SELECT_SCHEDULE + " WHERE name IN (SELECT value FROM json_each(?))", (names,)))}
     p = plan(found, claimed, now)
     c.execute("SAVEPOINT occurrences")
     try:
-        c.executemany(INSERT_JOB, [job_to_row(j, None) for j in p.jobs])
+        insert_many(c, JOB_HEAD, len(JOB_COLUMNS), p.rows(job_to_row, JOB_COLUMNS))
     except sqlite3.IntegrityError:
         # An occurrence to make has its job already (the (schedule, occurrence) key): that
         # job is the occurrence's; the claim goes on with the others (rare, hence a retry).
         c.execute("ROLLBACK TO occurrences")
         settle(p, found, now, partial(_taken, c))
-        c.executemany(INSERT_JOB, [job_to_row(j, None) for j in p.jobs])
+        insert_many(c, JOB_HEAD, len(JOB_COLUMNS), p.rows(job_to_row, JOB_COLUMNS))
     c.execute("RELEASE occurrences")
-    # The compare and set: next_at moves only from the occurrence claimed.
-    c.executemany("UPDATE schedule SET next_at = ? WHERE name = ? AND next_at = ?",
-                  [(iso(new), name, iso(old)) for new, name, old in p.moves])
+    # The compare and set: next_at moves only from the occurrence claimed. Schedules of one
+    # rule move alike: one statement for each (from, to).
+    for (new, old), moved in group_moves(p.moves).items():
+        c.execute("UPDATE schedule SET next_at = ? WHERE next_at = ? AND name IN "
+                  "(SELECT value FROM json_each(?))", (iso(new), iso(old), json.dumps(moved)))
     end_rows(c, [End(j, Outcome.SKIPPED, reason, None) for j, reason in p.skipped], now, owner)
     return p.dropped
 
