@@ -39,21 +39,20 @@ _ADD = (
     "validation's Python.")
 
 WHY: dict[str, str] = {
-    "sched_ratio": "Re-arming is per claimed job, inside the claim's transaction: the schedule "
-    "row read back with its template's JSON parsed (job_from_json), the missed-run decision "
-    "(missed.catch_up, recurrence.next_occurrence), the next occurrence's Job built "
-    "(occurrence_job: two Record.replace calls and a new id), then a job insert and a "
-    "compare-and-set UPDATE of the schedule row per occurrence. schedrules.plan alone "
-    "measured 57 µs a job (5,000 jobs, cProfile: occurrence_job ~45 %, catch_up ~20 %) on a "
-    "machine at load 5-8 (2026-11-26, first measurement, 1 run: 1,273 against 2,218 "
-    "callbacks/s, 0.57x). Nothing tried yet. Next: keep the template as JSON and make the "
-    "next occurrence's row from it without a Job (text substitution of id and times), one "
-    "multi-row UPDATE of next_at per claim chunk, profile the claim in the store process.",
-    "sched_add_ratio": "`awty schedule add` goes through the Typer app (typer ~60 ms of "
-    "imports, awty.cli.options ~96 ms cumulative, cron_descriptor ~11 ms) where `awty add` has "
-    "its quick path without Typer (awty/cli/quickadd.py): 0.25-0.29 s against 0.09-0.10 s a "
-    "call at load 5 (2026-11-26). Nothing tried yet. Next: a quick path for `schedule add` "
-    "(parse its options as quickadd does, import cronsim only, not cron_descriptor).",
+    "sched_ratio": "Tried (151ebad, BENCHMARKS.md history 2026-11-26 20:25): an occurrence "
+    "claimed on time skips the missed-run decision; the next occurrence is found once per rule "
+    "and nominal time, its job built once per template, nominal time and slot (the others are "
+    "its row with their id and name); one compare-and-set UPDATE per (from, to); multi-row "
+    "inserts. A/B in one sitting: 0.51x -> 0.71x; the claim alone 11x -> 2.9-3.6x the one-off "
+    "claim on SQLite, 4.7-7.4x -> 2.5-2.9x on PostgreSQL. Left: inserting the next occurrences "
+    "(a row and five index entries each) and their new ids, in the claim's transaction. Next: "
+    "measure the store process's share of a run (py-spy) to see whether the claim is the bound.",
+    "sched_add_ratio": "Tried (8d9eaf5, BENCHMARKS.md history 2026-11-26 20:25): `schedule "
+    "add` takes `awty add`'s quick path (no Typer) and shows one schedule: A/B in one sitting "
+    "2.79x -> 1.87x (127 against 68 ms). Left: importing cron-descriptor for the rule in words "
+    "it prints (typing_extensions, inspect, logging, gettext, locale: ~80 % of the imports it "
+    "adds to `add`'s). Next: the rule's words without that import (a cache by expression, or "
+    "the words kept with the schedule), or cron-descriptor upstream importing less.",
     "add_many": _ADD,
     "add_batch": _ADD + " `add --batch` adds reading and parsing the JSON lines.",
     "add_many_bare": "The bare script inserts finished rows; add_many also validates each spec "
