@@ -58,7 +58,9 @@ def tree_jobs(home: Path) -> list[str]:
     for name in tree_files(home):
         sid, _, file = name.partition("/")
         if file.endswith(".batch.jsonl"):
-            lines = (home / "slots" / name).read_text().splitlines()
+            # bytes, as awty reads them: str.splitlines also splits at U+2028, U+0085… which
+            # a JSON line may hold raw (hypothesis found one in test_batch_lines_fuzzed)
+            lines = (home / "slots" / name).read_bytes().splitlines()
             out += [f"{sid}/{json.loads(line)['id']}" for line in lines]
         elif file.endswith(".json"):
             out.append(f"{sid}/{file[:-5]}")

@@ -169,11 +169,13 @@ def test_a_server_restart_mid_run_loses_nothing(home, own_cluster):
     kw = {"database_url": url, "database_schema": "awty"}
     env_pg = {"AWTY_DATABASE_URL": url, "AWTY_DATABASE_SCHEMA": "awty"}
     restarted: list[float] = []
+    restarting: list[threading.Thread] = []
 
     def restart_once(req) -> None:
         if req.n == n // 5 and not restarted:
             restarted.append(req.at)
-            threading.Thread(target=own_cluster.restart, daemon=True).start()
+            restarting.append(threading.Thread(target=own_cluster.restart, daemon=True))
+            restarting[0].start()
 
     with Receiver(delay=0.002, keep=False, on_request=restart_once) as rx:
         with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
@@ -187,6 +189,8 @@ def test_a_server_restart_mid_run_loses_nothing(home, own_cluster):
         assert "Traceback" not in run.stderr and run.returncode in (0, 1), run.stderr[-2000:]
         if run.returncode == 1:  # the run stopped on the lost connection: one clear line
             assert run.stderr.strip().count("\n") == 0 and "PostgreSQL" in run.stderr
+        # a run may end before the restart does (a loaded disk made it slow): wait for it
+        restarting[0].join(120)
         lease_passes(kw)  # the lost claims' leases end (on the server's clock)
         later = {**cli_env(home, slot + timedelta(hours=1), concurrency=32), **env_pg}
         caught = run_cli(["catchup", "--json"], later)
