@@ -18,9 +18,6 @@ import pgserver
 from awty.api import Awty
 from awty.clock import FixedClock
 from helpers import FAKE_CRONTAB, T0, cron_daemon, pg_url
-# Still importable from here while branches written before helpers.py land; new code imports
-# them from helpers (test_import_structure holds it).
-from helpers import db_rows, tree_files, tree_jobs  # noqa: F401
 
 freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent", "psycopg",
                                        "psycopg_pool"])
