@@ -63,7 +63,9 @@ def _awty(home, *args):
     code = ("import sys, runpy\nsys.argv=['awty', *sys.argv[1:]]\n"
             "try:\n    runpy.run_module('awty', run_name='__main__')\nexcept SystemExit as e:\n"
             "    code = e.code\nelse:\n    code = 0\n"
-            "print('TYPER', 'typer' in sys.modules, file=sys.stderr)\nsys.exit(code)\n")
+            "print('TYPER', 'typer' in sys.modules, file=sys.stderr)\n"
+            "print('WORDS', 'cron_descriptor' in sys.modules, file=sys.stderr)\n"
+            "sys.exit(code)\n")
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env={**os.environ, "AWTY_HOME": str(home)}, timeout=60)
 
@@ -181,4 +183,13 @@ def test_quick_schedule_add_prints_what_the_typer_app_prints(home):
         assert quick.returncode == full.returncode == 0, (quick.stderr, full.stderr)
         assert "TYPER False" in quick.stderr
         assert quick.stdout.replace("q", "f") == full.stdout.replace("q", "f")
-        assert "At 09:00, Monday through Friday" in quick.stdout
+        if as_json:
+            assert json.loads(quick.stdout)["rule"] == "At 09:00, Monday through Friday"
+        else:
+            # the rule in words is `schedule show`'s: the add shows the expression and the next
+            # occurrences, without importing cron-descriptor (issue 32: within 1.2x of `add`)
+            assert "WORDS False" in quick.stderr
+            assert "rule    0 9 * * mon-fri\n" in quick.stdout
+            assert quick.stdout.count(" UTC") == 3  # next: three occurrences (--utc)
+            shown = _awty(home, "schedule", "show", "q")
+            assert "At 09:00, Monday through Friday (0 9 * * mon-fri)" in shown.stdout

@@ -160,7 +160,8 @@ def test_cli_schedule_add_list_next_pause(home):
     res = cli(home, "schedule", "add", "report", "https://example.com/r", "--cron",
               "0 9 * * mon-fri", "--tz", "Europe/Berlin", "--header", "X-Team: ops")
     assert res.exit_code == 0, res.output
-    assert "At 09:00, Monday through Friday" in res.stdout
+    assert "0 9 * * mon-fri" in res.stdout  # the words are `show`'s and `list`'s
+    assert "At 09:00, Monday through Friday" in cli(home, "schedule", "show", "report").stdout
     listed = json.loads(cli(home, "schedule", "list", "--json").stdout)
     assert [(d["name"], d["rule"], d["zone"], d["next"], d["paused"]) for d in listed] == [
         ("report", "At 09:00, Monday through Friday", "Europe/Berlin", "2026-11-23T08:00:00Z",
