@@ -6,14 +6,14 @@ from __future__ import annotations
 import _thread
 import builtins
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
 from . import config as config_mod
 from .clock import Clock, default_clock
 from .documents import JobView
-from .errors import InvalidInput, JobNotFound
+from .errors import AwtyError, Busy, InvalidInput, JobNotFound, StoreError
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
     ALL_KINDS, ApiToken, CancelResult, Execution, HistoryRow, Job, Kind, MisfirePolicy,
@@ -58,6 +58,25 @@ class AddResult(Record):
     def slot(self) -> datetime:
         """The slot the job runs in (its first check)."""
         return self.job.next_check_at
+
+
+class AddPart(Record):
+    """One part of ``Awty.add_parts``: the arguments of one ``add_many`` call."""
+
+    __slots__ = ("specs", "cwd", "environ", "single")
+    specs: list[dict[str, Any]]
+    cwd: str | None
+    environ: dict[str, str] | None
+    single: bool
+
+    def __new__(cls, specs: list[dict[str, Any]], cwd: str | None = None,
+                environ: dict[str, str] | None = None, single: bool = False) -> AddPart:
+        s = _draft(cls)
+        s.specs = specs
+        s.cwd = cwd
+        s.environ = environ
+        s.single = single
+        return _seal(s, cls)
 
 
 class Awty:
@@ -385,12 +404,68 @@ class Awty:
         crash in between leaves rows without files, which still run. A slot given two jobs or
         more gets one batch file for them (``SlotTree.write_many``). ``environ``: the whole environment
         an exec job gets (recorded whatever ``exec_env`` says), instead of this process's."""
-        from . import jobspec
-
         self.load_cluster()  # max_delay, the guards' defaults, the resolution: the cluster's
         if not dry_run:
             self._not_moved()
+        jobs, fps = self._built(specs, self.clock.now(), cwd, environ, _single)
+        if dry_run:
+            return [AddResult(j, True, True) for j in jobs]
+        return self._stored(jobs, fps)
+
+    def add_parts(self, parts: Sequence[AddPart]) -> list[list[AddResult] | AwtyError]:
+        """Several ``add_many`` calls in one transaction (serve's group commit: the adds of
+        requests that arrived together). Each part is all or nothing on its own: a part with
+        a bad spec gets its ``InvalidInput`` and the others are stored; when the store refuses
+        the whole (a part's idempotency key taken with other fields, say), each part is added
+        on its own, as if they had come one after the other. A ``StoreError`` or ``Busy``
+        is every part's. Returns each part's results, or the error it raised."""
+        self.load_cluster()
+        self._not_moved()
         now = self.clock.now()
+        out: list[list[AddResult] | AwtyError] = []
+        jobs: list[Job] = []
+        fps: list[str | None] = []
+        for p in parts:
+            try:
+                j, f = self._built(p.specs, now, p.cwd, p.environ, p.single)
+            except AwtyError as e:
+                out.append(e)
+                continue
+            out.append([])
+            jobs += j
+            fps += f
+        if not jobs:
+            return out
+        try:
+            added = self._stored(jobs, fps)
+        except (StoreError, Busy):
+            raise
+        except AwtyError as e:
+            if sum(1 for r in out if isinstance(r, list)) == 1:
+                return [e if isinstance(r, list) else r for r in out]
+            return [self._part_alone(p) if isinstance(r, list) else r
+                    for p, r in zip(parts, out, strict=True)]
+        at = 0
+        for r, p in zip(out, parts, strict=True):
+            if isinstance(r, list):
+                r += added[at:at + len(p.specs)]
+                at += len(p.specs)
+        return out
+
+    def _part_alone(self, p: AddPart) -> list[AddResult] | AwtyError:
+        try:
+            return self.add_many(p.specs, cwd=p.cwd, environ=p.environ, _single=p.single)
+        except (StoreError, Busy):
+            raise
+        except AwtyError as e:
+            return e
+
+    def _built(self, specs: Iterable[dict[str, Any]], now: datetime, cwd: str | None,
+               environ: dict[str, str] | None, single: bool
+               ) -> tuple[list[Job], list[str | None]]:
+        """The jobs of ``specs`` and their fingerprints; ``InvalidInput`` naming the bad one."""
+        from . import jobspec
+
         cwd = cwd or os.getcwd()
         jobs, fps = [], []
         memo: dict[Any, Any] = {}
@@ -402,11 +477,12 @@ class Awty:
                                         local=self.tz, cwd=cwd, memo=memo,
                                         environ=environ)
             except InvalidInput as e:
-                raise InvalidInput(str(e) if _single else f"line {n}: {e}") from None
+                raise InvalidInput(str(e) if single else f"line {n}: {e}") from None
             jobs.append(job)
             fps.append(fp)
-        if dry_run:
-            return [AddResult(j, True, True) for j in jobs]
+        return jobs, fps
+
+    def _stored(self, jobs: list[Job], fps: list[str | None]) -> list[AddResult]:
         added = self.store.add(jobs, fps)
         try:
             self.tree.write_many(a.job for a in added if a.created)

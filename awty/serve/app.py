@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from ..errors import AwtyError, Busy, InvalidInput, StoreError
 from . import health, jobs, reads, schedules
+from .adds import Adds
 from .backend import Backend
 from .limits import Limiter
 from .metrics import ServeMetrics, Timed
@@ -87,6 +88,8 @@ def build_app(awty: Awty, options: ServeOptions) -> Starlette:
     app.state.options = options
     app.state.metrics = metrics
     app.state.limiter = Limiter()
+    app.state.tokens = {}
+    app.state.adds = Adds(backend, app.state.tokens)
     return app
 
 

@@ -1,6 +1,12 @@
 """Who is asking: a Bearer token (``awty token new``) or the console's cookie holding one,
 looked up by its SHA-256 on every request, so that a revoke is seen at once by every serve
-process; its scopes decide what it may do, its rate how often (``limits``)."""
+process; its scopes decide what it may do, its rate how often (``limits``).
+
+The adds (``POST /v1/jobs``, ``/v1/jobs/batch``) take a token found before from this
+process's cache instead: their group commit (``adds``) looks every token up again, once a
+group, in the store's thread before the group's transaction, and refuses a revoked one there.
+A token's record never changes (a token made anew under a name has another secret), so a
+cached one differs from the store's only by being gone."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from datetime import UTC, datetime
 from starlette.requests import Request
 
 from ..model import ApiToken
+from ..tokens import hash_of
 from .problems import Problem
 
 COOKIE = "awty_token"
@@ -30,8 +37,20 @@ def presented(request: Request) -> str | None:
     return None
 
 
-async def authorize(request: Request, scope: str, *, cookie: bool = False) -> ApiToken:
-    """The token of ``request`` if it may ``scope``; else ``Problem`` 401 or 403."""
+def revoked() -> Problem:
+    return Problem(401, "unknown or revoked token",
+                   headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+
+# tokens found, by hash (for the adds only: see above); dropped whole past this many
+CACHED = 1000
+
+
+async def authorize(request: Request, scope: str, *, cookie: bool = False,
+                    cached: bool = False) -> ApiToken:
+    """The token of ``request`` if it may ``scope``; else ``Problem`` 401 or 403.
+    ``cached``: a token found before may be taken from this process's cache (the caller
+    has it checked again before it acts: ``adds``)."""
     state = request.app.state
     if state.options.no_auth:
         token = NO_AUTH
@@ -40,10 +59,17 @@ async def authorize(request: Request, scope: str, *, cookie: bool = False) -> Ap
         if not secret:
             raise Problem(401, "no token: send Authorization: Bearer TOKEN (`awty token new`)",
                           headers={"WWW-Authenticate": "Bearer"})
-        found = await state.backend.run(lambda a: a.token_for(secret))
+        cache: dict[str, ApiToken] = state.tokens
+        key = hash_of(secret)
+        found = cache.get(key) if cached else None
         if found is None:
-            raise Problem(401, "unknown or revoked token",
-                          headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+            found = await state.backend.run(lambda a: a.token_for(secret))
+            if found is None:
+                cache.pop(key, None)
+                raise revoked()
+            if len(cache) >= CACHED:
+                cache.clear()
+            cache[key] = found
         token = found
         wait = state.limiter.wait(token)
         if wait is not None:

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from .. import tokens
 from ..documents import JobView, job_dict, show_document
 from ..errors import InvalidInput
-from .auth import authorize
+from .auth import authorize, presented
 from .body import read_bytes, read_json, read_lines
 from .problems import Problem
 
@@ -38,19 +38,22 @@ def admit(token: ApiToken, spec: dict[str, Any], index: int | None = None) -> No
         raise Problem(403, str(e), field=str(e).split(":")[0], index=index) from None
 
 
-def _add(a: Awty, token: ApiToken, specs: list[Any], single: bool) -> list[AddResult]:
+def _admitted(token: ApiToken, specs: list[Any], single: bool) -> None:
     for i, spec in enumerate(specs):
         at = None if single else i
         if not isinstance(spec, dict):
             raise Problem(400, "the body must be a JSON object (a job, as an `add --batch` line)"
                           if single else f"line {i + 1}: not a JSON object", index=at)
         admit(token, spec, at)
-    where, env = tokens.exec_environment(token, str(a.home))
-    return a.add_many(specs, cwd=where, environ=env, _single=single)
+
+
+def _secret(request: Request) -> str | None:
+    """The token the adds' group commit looks up again (None: --no-auth)."""
+    return None if request.app.state.options.no_auth else presented(request)
 
 
 async def add_job(request: Request) -> Response:
-    token = await authorize(request, "jobs:write")
+    token = await authorize(request, "jobs:write", cached=True)
     spec = await read_json(request)
     key = request.headers.get("idempotency-key")
     if key is not None and isinstance(spec, dict):
@@ -58,28 +61,31 @@ async def add_job(request: Request) -> Response:
             raise Problem(400, "idempotency_key: the body's differs from the Idempotency-Key "
                           "header", field="idempotency_key")
         spec["idempotency_key"] = key
-    backend = request.app.state.backend
-    (added,) = await backend.run(_add, token, [spec], True)
-    request.app.state.metrics.added(1)
+    _admitted(token, [spec], True)
+    state = request.app.state
+    (added,) = await state.adds.add(token, _secret(request), [spec], True)
+    state.metrics.added(1)
     if added.created:
         doc = show_document(JobView.of(added.job, []), [])
         return JSONResponse(doc, 201, headers={"Location": f"/v1/jobs/{added.job.id}"})
-    return JSONResponse(await backend.run(_shown, added.job.id), 200,
+    return JSONResponse(await state.backend.run(_shown, added.job.id), 200,
                         headers={"Location": f"/v1/jobs/{added.job.id}"})
 
 
 async def add_batch(request: Request) -> Response:
-    token = await authorize(request, "jobs:write")
+    token = await authorize(request, "jobs:write", cached=True)
     specs = read_lines(await read_bytes(request))
-    cap = request.app.state.options.max_batch
+    state = request.app.state
+    cap = state.options.max_batch
     if len(specs) > cap:
         raise Problem(413, f"{len(specs):,} jobs in one batch: at most {cap:,} "
                       "(serve_max_batch)")
     if not specs:
         raise Problem(400, "an empty batch: send a JSON array or JSON lines of jobs")
-    added = await request.app.state.backend.run(_add, token, specs, False)
+    _admitted(token, specs, False)
+    added = await state.adds.add(token, _secret(request), specs, False)
     created = sum(1 for r in added if r.created)
-    request.app.state.metrics.added(created)
+    state.metrics.added(created)
     return JSONResponse({"created": created, "jobs": [
         {**job_dict(r.job), "created": r.created} for r in added]}, 201 if created else 200)
 

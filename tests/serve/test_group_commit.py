@@ -1,0 +1,117 @@
+"""serve's group commit (awty/serve/adds.py): adds that arrive together share a transaction,
+yet each request is all or nothing on its own and answered as if it had come alone; a token
+the adds took from their cache is refused at once once revoked, on every serve process."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import servekit
+from helpers import tree_jobs
+
+HOOK = "http://127.0.0.1:9/group"
+
+
+def at_once(served, calls):
+    """Every call from a thread of its own, released together; their answers in order."""
+    out = [None] * len(calls)
+    go = threading.Barrier(len(calls))
+
+    def one(i, call):
+        go.wait()
+        out[i] = call()
+
+    threads = [threading.Thread(target=one, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out
+
+
+def post(served, body, key=None):
+    headers = {"Idempotency-Key": key} if key else None
+    return lambda: served.call("POST", "/v1/jobs", body, headers=headers)
+
+
+@pytest.mark.slow
+def test_adds_arriving_together_are_answered_each_as_alone(served):
+    good = [post(served, {"target": HOOK, "in": "2h", "payload": {"n": i}}) for i in range(16)]
+    same = [post(served, {"target": HOOK, "in": "2h"}, key="same") for _ in range(4)]
+    clash = [post(served, {"target": HOOK, "in": "1h", "payload": {"v": 1}}, key="clash"),
+             post(served, {"target": HOOK, "in": "1h", "payload": {"v": 2}}, key="clash")]
+    bad = [post(served, {"target": HOOK, "in": "soon"}) for _ in range(2)]
+    batch = [lambda: served.call("POST", "/v1/jobs/batch",
+                                 [{"target": HOOK, "in": "2h", "key": str(i), "entity": "b"}
+                                  for i in range(5)]),
+             lambda: served.call("POST", "/v1/jobs/batch",
+                                 [{"target": HOOK, "in": "2h"}, {"target": HOOK, "in": "x"}])]
+    got = at_once(served, good + same + clash + bad + batch)
+    g, s, c, b, (ok_batch, bad_batch) = (got[:16], got[16:20], got[20:22], got[22:24],
+                                         got[24:])
+    assert [a.status for a in g] == [201] * 16
+    assert sorted(a.status for a in s) == [200, 200, 200, 201]
+    assert len({a.body["id"] for a in s}) == 1
+    assert sorted(a.status for a in c) == [201, 409]
+    assert [(a.status, a.body["field"]) for a in b] == [(400, "in")] * 2
+    assert ok_batch.status == 201 and ok_batch.body["created"] == 5
+    assert (bad_batch.status, bad_batch.body["index"]) == (400, 1)
+    # every job answered 201 is in the store, and in its slot's envelope on SQLite; no other
+    created = ([a.body["id"] for a in g] + [s[0].body["id"]]
+               + [a.body["id"] for a in c if a.status == 201]
+               + [j["id"] for j in ok_batch.body["jobs"]])
+    listed = served.walk("/v1/jobs?limit=100", "jobs", 100)
+    assert sorted(j["id"] for j in listed) == sorted(created)
+    if served.extra["backend"].kind == "sqlite":
+        assert sorted(j.split("/")[1] for j in tree_jobs(served.home)) == sorted(created)
+
+
+@pytest.mark.slow
+def test_a_revoked_write_token_is_refused_at_once_by_every_process(served):
+    env, home = served.env, served.home
+    writer = servekit.awty(home, "token", "new", "writer", "--scope", "jobs:write",
+                           env=env).stdout.strip()
+    second = servekit.start(home, env)
+    try:
+        second.check = served.check
+        for s in (served, second):  # each process has the token in its cache now
+            assert s.call("POST", "/v1/jobs", {"target": HOOK, "in": "1h"},
+                          token=writer).status == 201
+        assert servekit.awty(home, "token", "revoke", "writer", env=env).returncode == 0
+        for s in (served, second):
+            for path, body in (("/v1/jobs", {"target": HOOK, "in": "1h"}),
+                               ("/v1/jobs/batch", [{"target": HOOK, "in": "1h"}])):
+                refused = s.call("POST", path, body, token=writer)
+                assert refused.status == 401, refused.body
+                assert refused.headers["www-authenticate"].startswith("Bearer")
+        assert len(served.walk("/v1/jobs?limit=100", "jobs", 100)) == 2
+    finally:
+        second.stop()
+
+
+def test_add_parts_each_part_alone_in_one_transaction(served):
+    """The library's side, where grouping is certain: a bad part gets its error and the others
+    are stored; a clash the store refuses sends each part on its own, as if one by one."""
+    from awty.api import AddPart, Awty
+    from awty.errors import Conflict, InvalidInput
+
+    def job(**f):
+        return {"target": HOOK, "in": "2h", **f}
+
+    with Awty(served.home, env={}, **served.extra["backend"].kw) as a:
+        got = a.add_parts([AddPart([job(payload=1)], single=True),
+                           AddPart([job(), job(**{"in": "x"})]),
+                           AddPart([job(key="k", entity="e"), job(key="j", entity="e")])])
+        assert len(got[0]) == 1 and got[0][0].created
+        assert isinstance(got[1], InvalidInput) and str(got[1]).startswith("line 2: in")
+        assert [r.created for r in got[2]] == [True, True]
+        got = a.add_parts([AddPart([job(idempotency_key="i", payload=1)], single=True),
+                           AddPart([job(idempotency_key="i", payload=1)], single=True),
+                           AddPart([job(idempotency_key="i", payload=2)], single=True),
+                           AddPart([job(payload=3)], single=True)])
+        assert [r[0].created for r in (got[0], got[1], got[3])] == [True, False, True]
+        assert got[0][0].job.id == got[1][0].job.id
+        assert isinstance(got[2], Conflict)
+        assert sorted(str(j.payload) for j in a.list()) == ["1", "1", "3", "None", "None"]
