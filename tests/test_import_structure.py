@@ -10,6 +10,7 @@ parent packages Python imports on the way are not edges: ``awty.cli.jobs`` impor
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -32,12 +33,34 @@ def modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return found
 
 
+def parse(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per text for the whole module (every rule here reads
+    the same ~150 files; the checkers only read the trees)."""
+    return _parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _parse(text: str, filename: str) -> ast.Module:
+    return ast.parse(text, filename)
+
+
+def import_statements(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """Every ``import`` statement in ``path``, wherever it sits (walked once per text)."""
+    return _import_statements(path.read_text(), str(path))
+
+
+@functools.cache
+def _import_statements(text: str, filename: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    return tuple(n for n in ast.walk(_parse(text, filename))
+                 if isinstance(n, ast.Import | ast.ImportFrom))
+
+
 def import_graph(root: Path = AWTY) -> dict[str, set[str]]:
     mods = modules(root)
     graph: dict[str, set[str]] = {}
     for name, (path, is_pkg) in mods.items():
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in import_statements(path):
             if isinstance(node, ast.Import):
                 edges |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
@@ -178,7 +201,7 @@ SQL = re.compile(r"\b(SELECT\s+.+\s+FROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE
 def external_imports(path: Path) -> set[str]:
     """Top-level names of the non-awty modules a file imports (absolute imports only)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in import_statements(path):
         if isinstance(node, ast.Import):
             out |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -188,7 +211,7 @@ def external_imports(path: Path) -> set[str]:
 
 def sql_strings(path: Path) -> list[str]:
     """String literals that read as SQL, docstrings left out."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse(path)
     docs = {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
             and n.body and isinstance(n.body[0], ast.Expr)
@@ -299,7 +322,7 @@ def top_level_imports(path: Path) -> set[str]:
             elif isinstance(node, ast.ClassDef | ast.With):
                 visit(node.body)
 
-    visit(ast.parse(path.read_text(), str(path)).body)
+    visit(parse(path).body)
     return out
 
 
