@@ -785,6 +785,21 @@ class Awty:
 
             raise AwtyError(f"no token named {name!r} (`awty token list` shows them)")
 
+    def set_token_env(self, name: str, exec_env: Iterable[str]) -> ApiToken:
+        """Change what exec and python jobs added with token ``name`` run with
+        (``NAME=VALUE`` items; none: the default PATH, HOME and LANG), pending ones included:
+        a job reads its token's environment when it runs. ``InvalidInput`` for a bad item,
+        ``AwtyError`` for no such token."""
+        from . import tokens
+
+        env = tokens.parse_env(exec_env)
+        token = self.store.set_token_env(name, env) if tokens.NAME.fullmatch(name) else None
+        if token is None:
+            from .errors import AwtyError
+
+            raise AwtyError(f"no token named {name!r} (`awty token list` shows them)")
+        return token
+
     def token_for(self, secret: str) -> ApiToken | None:
         """The token ``secret`` is, else None (unknown or revoked)."""
         from .tokens import hash_of

@@ -35,6 +35,10 @@ NEVER = "AWTY_SIGNING"  # the signing secret and where it lives: not even when a
 VOLATILE = frozenset({"_", "SHLVL", "PWD", "OLDPWD", "TERM", "DISPLAY", "COLUMNS", "LINES"})
 MAX_BYTES = 64 * 1024  # of NAME=value text: what a shell's environment usually stays under
 DROPPED = "AWTY_ENV_DROPPED"
+# A job added over HTTP records no environment but this one entry: which token's ``exec_env``
+# it runs with, looked up when it runs (``token_ref``). '=' ends a variable's name, so no
+# environment has this name and ``capture`` never records it.
+TOKEN_REF = "=token"
 
 # Prefixes of tokens that services issue (GitHub, GitLab, Slack, Stripe, OpenAI, AWS key ids,
 # Google API keys, npm, PyPI, Hugging Face, SendGrid, DigitalOcean, Shopify, awty's own secret).
@@ -121,11 +125,27 @@ def allowed(name: str, allow: Collection[str]) -> bool:
     return any(name == a or (a.endswith("*") and name.startswith(a[:-1])) for a in allow)
 
 
+def token_ref(name: str, ref: str | None) -> dict[str, str]:
+    """What a job added with the token ``name`` (made with ``ref``) keeps as its environment:
+    a reference, never the token's values (the store's rows are read by export, history and
+    every host of a shared store; the token's owner may change or revoke them meanwhile)."""
+    return {TOKEN_REF: name if ref is None else f"{name}#{ref}"}
+
+
+def token_of(env: Mapping[str, str] | None) -> tuple[str, str | None] | None:
+    """The (name, ref) of the token whose environment ``env`` refers to, else None."""
+    if not env or len(env) != 1 or TOKEN_REF not in env:
+        return None
+    name, _, ref = str(env[TOKEN_REF]).partition("#")
+    return name, ref or None
+
+
 def capture(environ: Mapping[str, str], limit: int = MAX_BYTES,
             allow: Collection[str] = ()) -> dict[str, str]:
-    """What to record of ``environ`` for an exec job (see the module's docstring)."""
+    """What to record of ``environ`` for an exec job (see the module's docstring). A name
+    holding '=' (only a file can give one) is left out: no process can be given it."""
     env = {k: v for k, v in environ.items()
-           if "\0" not in k + v and _text(k + v) and keeps(k, v, allow)}
+           if "\0" not in k + v and "=" not in k and _text(k + v) and keeps(k, v, allow)}
     size = sum(_size(k, v) for k, v in env.items())
     if size <= limit:
         return env

@@ -92,8 +92,7 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
         idempotency_key=_text(spec, "idempotency_key"),
         cwd=job_cwd,
         created_at=now, updated_at=now,
-        env=(_env(environ, settings) if kind is Kind.EXEC and due is None and (
-            settings.exec_env or environ is not None) else None),
+        env=_job_env(kind, environ, settings) if due is None else None,
     )
     # Only an idempotency key needs the fingerprint; hashing every job would cost ~10% of add.
     return job, fingerprint(job) if job.idempotency_key else None
@@ -117,13 +116,14 @@ def rebuild(job: Job, *, now: datetime, settings: Settings, kinds: Collection[st
     built, fp = build({k: v for k, v in spec.items() if v is not None}, now=now,
                       settings=settings, due=first, kinds=kinds, kind_refusal=kind_refusal)
     env = job.env
-    if built.kind is not Kind.EXEC or env is None:
+    if built.kind is Kind.HTTP or env is None:
         env = None
     elif not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                               for k, v in env.items()):
         raise InvalidInput("env: must be an object of NAME: value text")
     else:
-        env = _env(env, settings)  # what add would keep of it: no credential, no NUL
+        # what add would keep of it: no credential, no NUL; a token's reference as it is
+        env = _job_env(built.kind, env, settings)
     last_error = job.last_error
     if last_error is not None:
         if not isinstance(last_error, str):
@@ -176,9 +176,20 @@ def envelope_spec(data: dict[str, Any], name_id: str | None) -> dict[str, Any]:
     return spec
 
 
-def _env(environ: Mapping[str, str] | None, settings: Settings) -> dict[str, str]:
-    from .execenv import capture
+def _job_env(kind: Kind, environ: Mapping[str, str] | None,
+             settings: Settings) -> dict[str, str] | None:
+    """What an added job keeps as its environment: an exec job, what ``capture`` keeps of
+    ``environ`` (default: this process's) when ``exec_env`` is on or ``environ`` is given; an
+    exec or python job added over HTTP, the reference to its token (``execenv.token_ref``);
+    else nothing (it runs in the runner's)."""
+    if kind is Kind.HTTP or (environ is None and (kind is Kind.PYTHON or not settings.exec_env)):
+        return None
+    from .execenv import capture, token_of
 
+    if environ is not None and token_of(environ) is not None:
+        return dict(environ)
+    if kind is Kind.PYTHON:
+        return None
     return capture(os.environ if environ is None else environ, allow=settings.exec_env_allow)
 
 

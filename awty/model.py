@@ -666,11 +666,14 @@ class ApiToken(Record):
     itself, only its SHA-256 (``Store.token_for``). ``scopes`` from ``tokens.SCOPES``;
     ``allow_callbacks``: URL prefixes the token's http jobs must start with (empty: any the
     SSRF rules allow); ``exec_dir`` and ``exec_env``: where an exec or python job added with it
-    runs and the whole environment it gets; ``rate``: at most this many requests a period
-    (``tokens.parse_rate``'s text, e.g. ``100/s``; None: no limit)."""
+    runs and the whole environment it gets (looked up when the job runs: a job keeps only a
+    reference, ``execenv.token_ref``); ``rate``: at most this many requests a period
+    (``tokens.parse_rate``'s text, e.g. ``100/s``; None: no limit); ``ref``: random, made with
+    the token, so that a job added with a revoked token never runs with the environment of a
+    new token given the same name (None: a token made before refs)."""
 
     __slots__ = ("name", "scopes", "created_at", "last_used_at", "allow_callbacks", "exec_dir",
-                 "exec_env", "rate")
+                 "exec_env", "rate", "ref")
     name: str
     scopes: tuple[str, ...]
     created_at: datetime
@@ -679,11 +682,12 @@ class ApiToken(Record):
     exec_dir: str | None
     exec_env: dict[str, str]
     rate: str | None
+    ref: str | None
 
     def __new__(cls, name: str, scopes: tuple[str, ...], created_at: datetime,
                 last_used_at: datetime | None = None, allow_callbacks: tuple[str, ...] = (),
                 exec_dir: str | None = None, exec_env: dict[str, str] | None = None,
-                rate: str | None = None) -> ApiToken:
+                rate: str | None = None, ref: str | None = None) -> ApiToken:
         s = _draft(cls)
         s.name = name
         s.scopes = scopes
@@ -693,17 +697,18 @@ class ApiToken(Record):
         s.exec_dir = exec_dir
         s.exec_env = dict(exec_env or {})
         s.rate = rate
+        s.ref = ref
         return _seal(s, cls)
 
     def options(self) -> dict[str, Any]:
         """What the store keeps beside the name and scopes, as JSON (a column both stores have
         had since tokens: a new key needs no migration, and an older awty ignores it)."""
         return {"allow_callbacks": list(self.allow_callbacks), "exec_dir": self.exec_dir,
-                "exec_env": self.exec_env, "rate": self.rate}
+                "exec_env": self.exec_env, "rate": self.rate, "ref": self.ref}
 
     @classmethod
     def stored(cls, name: str, scopes: list[str], created_at: datetime,
                last_used_at: datetime | None, options: dict[str, Any]) -> ApiToken:
         return cls(name, tuple(scopes), created_at, last_used_at,
                    tuple(options.get("allow_callbacks") or ()), options.get("exec_dir"),
-                   options.get("exec_env") or {}, options.get("rate"))
+                   options.get("exec_env") or {}, options.get("rate"), options.get("ref"))

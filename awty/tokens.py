@@ -5,7 +5,14 @@ Over HTTP, exec and python jobs need ``jobs:exec``, which nothing implies (neith
 ``jobs:write`` nor ``admin``): a write token must not be a remote shell. Such a job has no
 adding shell to take a directory and environment from: it runs in the token's ``exec_dir``
 (default: the awty home) with ``exec_env`` as its whole environment (default: a minimal
-PATH, HOME and LANG), never the serve process's own environment and its secrets."""
+PATH, HOME and LANG), never the serve process's own environment and its secrets.
+
+The job keeps the directory and a reference to the token (``execenv.token_ref``), never the
+environment's values: the runner reads the token's ``exec_env`` when the job runs
+(``run_environment``), so a changed value reaches the jobs still pending and a revoked token's
+jobs fail rather than run. The values are not filtered by ``exec_env_allow``: that setting
+decides what of an adding shell's environment may be written into job rows, and these never
+are; the token's owner gave each one for these jobs."""
 
 from __future__ import annotations
 
@@ -79,23 +86,44 @@ def make(name: str, scopes: str | Iterable[str], now: datetime, *,
     for p in prefixes:
         if not p.startswith(("http://", "https://")) or not is_storable(p):
             raise InvalidInput(f"--allow-callbacks: {p!r} is not an http(s) URL prefix")
-    env: dict[str, str] = {}
-    for item in exec_env:
-        k, sep, v = item.partition("=")
-        if not sep or not k or not is_storable(item):
-            raise InvalidInput(f"--exec-env: {item!r} is not NAME=VALUE")
-        env[k] = v
+    env = parse_env(exec_env)
     if exec_dir is not None and (not exec_dir.startswith("/") or not is_storable(exec_dir)):
         raise InvalidInput(f"--exec-dir: {exec_dir!r} must be an absolute path (UTF-8 text)")
     rate = None if rate is None else rate_text(*parse_rate(rate))
-    return ApiToken(name, parse_scopes(scopes), now, None, prefixes, exec_dir, env, rate)
+    return ApiToken(name, parse_scopes(scopes), now, None, prefixes, exec_dir, env, rate,
+                    secrets.token_hex(8))
+
+
+def parse_env(items: Iterable[str]) -> dict[str, str]:
+    """``--exec-env`` NAME=VALUE items -> the environment; ``InvalidInput`` for a bad one."""
+    env: dict[str, str] = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k or "\0" in item or not is_storable(item):
+            raise InvalidInput(f"--exec-env: {item!r} is not NAME=VALUE")
+        env[k] = v
+    return env
 
 
 def exec_environment(token: ApiToken, home: str) -> tuple[str, dict[str, str]]:
-    """Where an exec or python job added with ``token`` runs, and its whole environment."""
-    where = token.exec_dir or home
-    env = token.exec_env or {"PATH": MINIMAL_PATH, "HOME": where, "LANG": "C.UTF-8"}
-    return where, env
+    """Where an exec or python job added with ``token`` runs, and what it keeps as its
+    environment: the reference to the token, read when it runs (``run_environment``)."""
+    from .execenv import token_ref
+
+    return token.exec_dir or home, token_ref(token.name, token.ref)
+
+
+def run_environment(ref: tuple[str, str | None], token: ApiToken | None,
+                    where: str) -> dict[str, str]:
+    """The whole environment of a job that refers to the token ``ref`` (name, ref), given that
+    token as the store has it now (None: none of that name), the job running in ``where``:
+    the token's ``exec_env`` (default: a minimal PATH, HOME and LANG). ``LookupError`` when the
+    token was revoked (a token of that name made since is another token)."""
+    name, made = ref
+    if token is None or token.ref != made:
+        raise LookupError(f"token {name!r} was revoked: a job added with it does not run "
+                          "(its environment went with it; add the job again with a live token)")
+    return dict(token.exec_env) or {"PATH": MINIMAL_PATH, "HOME": where, "LANG": "C.UTF-8"}
 
 
 def check_spec(token: ApiToken, spec: dict[str, object]) -> None:

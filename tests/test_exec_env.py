@@ -207,3 +207,98 @@ def test_cli_add_then_run_under_a_bare_environment(home, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert out.read_text().strip() == "mytool ran with MYVAR=hello"
+
+
+# --- a job added over HTTP: its token's environment, read when it runs -----------------------
+def _with_tokens(executor: type, job: Job, lookup) -> Result:
+    async def go() -> Result:
+        ex = executor(Settings(), FixedClock(NOW), lookup)
+        try:
+            return await ex.run(job, Attempt("203001011200", 0, 1, 20.0))
+        finally:
+            await ex.close()
+
+    return asyncio.run(go())
+
+
+def test_a_token_reference_runs_with_the_tokens_environment_as_it_is_now(tmp_path,
+                                                                          monkeypatch):
+    from awty import tokens
+    from awty.errors import StoreError
+    from awty.executors.python import PythonExecutor
+
+    monkeypatch.setenv("RUNNER_ONLY", "runner")
+    token = tokens.make("ops", "jobs:exec", NOW, exec_env=[
+        "PATH=/usr/bin:/bin", "DATABASE_URL=postgresql://u:pw@h/db", "AWTY_SIGNING_SECRET=x"])
+    ref = execenv.token_ref("ops", token.ref)
+    assert execenv.token_of(ref) == ("ops", token.ref)
+    asked: list[str] = []
+
+    def lookup(name: str):
+        asked.append(name)
+        return token
+
+    job = exec_job('echo "db=$DATABASE_URL runner=${RUNNER_ONLY-unset} '
+                   'secret=${AWTY_SIGNING_SECRET-unset} id=$AWTY_JOB_ID"', ref)
+    r = _with_tokens(ExecExecutor, job, lookup)
+    assert r.answer is Answer.DONE, r
+    assert "db=postgresql://u:pw@h/db runner=unset secret=unset id=0123456789" in r.output
+    assert asked == ["ops"]
+    # changed since the job was added: the new value
+    token = token.replace(exec_env={"DATABASE_URL": "rotated"})
+    assert "db=rotated runner=unset" in _with_tokens(ExecExecutor, job, lookup).output
+    # no environment given: the minimal one, HOME the job's directory
+    token = token.replace(exec_env={})
+    r = _with_tokens(ExecExecutor, job.replace(cwd=str(tmp_path)), lookup)
+    assert r.answer is Answer.DONE and "db= runner=unset" in r.output
+
+    # python jobs too
+    (tmp_path / "envcheck.py").write_text(
+        "import os\ndef show(call):\n    print(os.environ.get('DATABASE_URL'), "
+        "os.environ.get('RUNNER_ONLY'), file=__import__('sys').stderr)\n")
+    token = token.replace(exec_env={"DATABASE_URL": "py-db", "PATH": "/usr/bin:/bin"})
+    pyjob = job.replace(kind=Kind.PYTHON, target="envcheck:show", cwd=str(tmp_path))
+    r = _with_tokens(PythonExecutor, pyjob, lookup)
+    assert r.answer is Answer.DONE and "py-db None" in r.output, r
+
+    # revoked (none of that name, or another token of that name): failed, nothing ran
+    marker = tmp_path / "ran"
+    for now in (None, tokens.make("ops", "jobs:exec", NOW, exec_env=["A=1"])):
+        r = _with_tokens(ExecExecutor, exec_job(f"touch {marker}", ref), lambda n, t=now: t)
+        assert r.answer is Answer.FAIL and not marker.exists()
+        assert r.error.startswith("token 'ops' was revoked: a job added with it does not run")
+    r = _with_tokens(PythonExecutor, pyjob, lambda n: None)
+    assert r.answer is Answer.FAIL and r.error.startswith("token 'ops' was revoked")
+    # no store to ask (an executor made without one): failed, not run with ours
+    r = _with_tokens(ExecExecutor, exec_job(f"touch {marker}", ref), None)
+    assert r.answer is Answer.FAIL and not marker.exists()
+
+    # the store cannot answer now: tried again later
+    def down(name: str):
+        raise StoreError("PostgreSQL at h: cannot read the token: connection refused")
+
+    r = _with_tokens(ExecExecutor, exec_job(f"touch {marker}", ref), down)
+    assert r.answer is Answer.RETRY and "connection refused" in r.error
+    assert not marker.exists()
+
+
+def test_a_token_reference_is_kept_as_it_is_and_never_made_from_an_environment():
+    ref = execenv.token_ref("ops", "ab12")
+    settings = Settings()
+    for kind in ("exec", "python"):
+        job, _ = jobspec.build({"target": "true" if kind == "exec" else "os:getcwd",
+                                "kind": kind, "in": "1h"}, now=NOW, settings=settings,
+                               cwd="/", environ=ref)
+        assert job.env == {"=token": "ops#ab12"}
+        # export and import keep it (the job fails on a home without that token)
+        again, _ = jobspec.rebuild(job, now=NOW, settings=settings,
+                                   kinds=("http", "exec", "python"), kind_refusal="{kind}")
+        assert again.env == job.env
+    http, _ = jobspec.build({"target": "https://example.com/", "in": "1h"}, now=NOW,
+                            settings=settings, environ=ref)
+    assert http.env is None
+    # a shell's or a file's environment: a planted reference is not one, and no name with '='
+    # is recorded (no process can be given it)
+    assert execenv.token_of({"=token": "ops", "PATH": "/bin"}) is None
+    assert execenv.capture({"=token": "ops#ab12", "A=B": "1", "PATH": "/bin"}) == {
+        "PATH": "/bin"}

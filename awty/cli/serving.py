@@ -101,9 +101,8 @@ def token_new(
         help="Where exec jobs added with this token run (default: the awty home).")] = None,
     exec_env: Annotated[Optional[list[str]], typer.Option(
         help="NAME=VALUE: the whole environment of those jobs (repeatable; default: "
-             "PATH, HOME and LANG only). Filtered as at add: a value that looks like a "
-             "credential reaches the jobs only if exec_env_allow names it. token list shows "
-             "the names only.")] = None,
+             "PATH, HOME and LANG only), read when each runs: kept with the token, never in "
+             "a job's row (`token env` changes it). token list shows the names only.")] = None,
     rate: Annotated[Optional[str], typer.Option(
         help="At most N requests a second, minute or hour: N/s, N/min, N/h (e.g. 100/s); "
              "answered 429 past it. Counted in each serve process (default: no "
@@ -151,6 +150,23 @@ def token_list(as_json: Json = False, home: Home = None) -> None:
               r.when(t.last_used_at, short=True), t.rate or "-",
               " ".join(d["allow_callbacks"]) or "any"]
              for d, t in zip(docs, found, strict=True)))
+
+
+@token_app.command("env")
+@reports_errors
+def token_env(name: Annotated[str, typer.Argument(help="The token's name.")],
+              exec_env: Annotated[Optional[list[str]], typer.Option(
+                  help="NAME=VALUE (repeatable): the new whole environment (none: PATH, "
+                       "HOME and LANG only).")] = None,
+              home: Home = None) -> None:
+    """Change the environment of the exec and python jobs added with a token, the pending
+    ones included (each reads it when it runs): rotate a password without a new token.
+
+      awty token env ops --exec-env PATH=/usr/bin:/bin --exec-env DATABASE_URL=postgresql://…
+    """
+    token = open_awty(home).set_token_env(name, exec_env or [])
+    names = ", ".join(token.exec_env) or "none: PATH, HOME and LANG only"
+    r.out(f"token {token.name}: exec environment set ({names})")
 
 
 @token_app.command("revoke")

@@ -38,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..execenv import restore
-from ..model import Attempt, Job
+from ..execenv import restore, token_of
+from ..model import ApiToken, Attempt, Job
 from ..slots import iso
 from ..storable import text_of
 
@@ -267,10 +267,31 @@ async def run_process(argv: list[str], *, stdin: bytes, cwd: str | None, env: di
                        duration=time.monotonic() - start)
 
 
-def job_env(job: Job, attempt: Attempt) -> dict[str, str]:
-    """The child's environment: the one recorded when the job was added (else ours), never
-    the signing secret, plus the job's context."""
-    env = restore(job.env, os.environ, SECRET_ENV)
+TokenLookup = Callable[[str], ApiToken | None]  # ``Store.token_named``
+
+
+async def environment(job: Job, attempt: Attempt,
+                      tokens: TokenLookup | None) -> dict[str, str]:
+    """``job_env``; for a job added over HTTP (its environment a reference to its token,
+    ``execenv.token_of``), on the token's ``exec_env`` as the store holds it now, read with
+    ``tokens`` on a thread. Raises ``LookupError`` when the token was revoked (the job must
+    fail, not run with another environment) and the store's ``AwtyError`` when it cannot
+    read it (try again later)."""
+    ref = token_of(job.env)
+    if ref is None:
+        return job_env(job, attempt)
+    from ..tokens import run_environment
+
+    if tokens is None:  # an executor made without a store: nothing to run with
+        raise LookupError(f"token {ref[0]!r}: its environment cannot be read here")
+    token = await asyncio.get_running_loop().run_in_executor(None, tokens, ref[0])
+    return job_env(job, attempt, run_environment(ref, token, job.cwd or os.getcwd()))
+
+
+def job_env(job: Job, attempt: Attempt, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: ``base``, else the one recorded when the job was added (else
+    ours), never the signing secret, plus the job's context."""
+    env = restore(job.env if base is None else base, os.environ, SECRET_ENV)
     env.update({
         "AWTY_JOB_ID": job.id,
         "AWTY_ENTITY": job.entity_name or "",

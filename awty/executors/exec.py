@@ -11,6 +11,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..config import Settings
+from ..errors import AwtyError
 from ..model import Answer, Attempt, Job, Result
 from . import _proc
 from .base import recheck_from_text, truncate
@@ -20,9 +21,11 @@ ERROR_LIMIT = 500
 
 
 class ExecExecutor:
-    def __init__(self, settings: Settings, clock: Clock):
+    def __init__(self, settings: Settings, clock: Clock,
+                 tokens: _proc.TokenLookup | None = None):
         self._settings = settings
         self._clock = clock
+        self._tokens = tokens  # where the environment of a job added over HTTP is read
         self._limit = _proc.limiter(settings.concurrency)
 
     async def run(self, job: Job, attempt: Attempt) -> Result:
@@ -30,11 +33,17 @@ class ExecExecutor:
             cwd = _proc.job_cwd(job)
         except FileNotFoundError as e:
             return Result(Answer.FAIL, error=str(e))
+        try:
+            env = await _proc.environment(job, attempt, self._tokens)
+        except LookupError as e:  # its token was revoked: no run with another environment
+            return Result(Answer.FAIL, error=truncate(str(e), ERROR_LIMIT))
+        except AwtyError as e:  # the store cannot say now
+            return Result(Answer.RETRY, error=truncate(str(e), ERROR_LIMIT))
         async with self._limit:
             try:
                 proc = await _proc.run_process(
                     [SHELL, "-c", job.target], stdin=job.payload_json.encode("utf-8"),
-                    cwd=cwd, env=_proc.job_env(job, attempt), timeout=attempt.timeout,
+                    cwd=cwd, env=env, timeout=attempt.timeout,
                     keep=self._settings.history_output_bytes)
             except (FileNotFoundError, NotADirectoryError, PermissionError) as e:
                 return Result(Answer.FAIL, error=truncate(f"cannot start {SHELL}: {e}",

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..config import Settings
+from ..errors import AwtyError
 from ..model import Answer, Attempt, Job, Result
 from ..storable import text_of
 from . import _proc
@@ -29,9 +30,11 @@ _AWTY_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 
 
 class PythonExecutor:
-    def __init__(self, settings: Settings, clock: Clock):
+    def __init__(self, settings: Settings, clock: Clock,
+                 tokens: _proc.TokenLookup | None = None):
         self._settings = settings
         self._clock = clock
+        self._tokens = tokens  # where the environment of a job added over HTTP is read
         self._limit = _proc.limiter(settings.concurrency)
         self._argv = [sys.executable, "-P", "-c", bootstrap(_AWTY_PARENT)]
 
@@ -44,11 +47,17 @@ class PythonExecutor:
             cwd = _proc.job_cwd(job)
         except FileNotFoundError as e:
             return Result(Answer.FAIL, error=str(e))
+        try:
+            env = await _proc.environment(job, attempt, self._tokens)
+        except LookupError as e:  # its token was revoked: no run with another environment
+            return Result(Answer.FAIL, error=truncate(str(e), ERROR_LIMIT))
+        except AwtyError as e:  # the store cannot say now
+            return Result(Answer.RETRY, error=truncate(str(e), ERROR_LIMIT))
         stdin = request(job.target, job, attempt)
         async with self._limit:
             try:
                 proc = await _proc.run_process(
-                    self._argv, stdin=stdin, cwd=cwd, env=_proc.job_env(job, attempt),
+                    self._argv, stdin=stdin, cwd=cwd, env=env,
                     timeout=attempt.timeout, keep=self._settings.history_output_bytes)
             except (FileNotFoundError, NotADirectoryError, PermissionError) as e:
                 return Result(Answer.FAIL, error=truncate(f"cannot start python: {e}",

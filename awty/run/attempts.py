@@ -24,6 +24,7 @@ from .slotrun import Done
 
 if TYPE_CHECKING:
     from ..executors.base import Executor
+    from ..model import ApiToken
 
 
 class RunOptions(Record):
@@ -163,8 +164,11 @@ def warm_http() -> None:
 
 
 def executor_for(kind: Kind, settings: Settings, clock: Clock,
-                 secret: tuple[bytes, ...]) -> Executor:
-    """A new executor of ``kind``; each is imported only once a job of its kind runs."""
+                 secret: tuple[bytes, ...],
+                 tokens: Callable[[str], ApiToken | None] | None = None) -> Executor:
+    """A new executor of ``kind``; each is imported only once a job of its kind runs.
+    ``tokens`` (``Store.token_named``): where exec and python jobs added over HTTP find their
+    token's environment."""
     if kind is Kind.HTTP:
         from ..executors.http import HttpExecutor
 
@@ -172,8 +176,8 @@ def executor_for(kind: Kind, settings: Settings, clock: Clock,
     if kind is Kind.EXEC:
         from ..executors.exec import ExecExecutor
 
-        return ExecExecutor(settings, clock)
+        return ExecExecutor(settings, clock, tokens)
     from ..executors.python import PythonExecutor
 
-    return PythonExecutor(settings, clock)
+    return PythonExecutor(settings, clock, tokens)
 

@@ -341,7 +341,8 @@ class Runner:
         return lambda job_id: self.on_event("job", {"id": job_id, "slot": sid})
 
     def _new_executor(self, kind: Kind) -> Executor:
-        return executor_for(kind, self.settings, self.clock, self.secret())
+        return executor_for(kind, self.settings, self.clock, self.secret(),
+                            self.store.token_named)
 
     def _apply_files(self, applied: list[Decision], summary: SlotSummary,
                      done: list[str]) -> None:

@@ -342,6 +342,18 @@ class Store(Protocol):
         when the one kept is a minute old or more."""
         ...
 
+    def token_named(self, name: str) -> ApiToken | None:
+        """The token named ``name`` as kept now, else None (revoked or never made): a run
+        reads an exec job's environment from it (``tokens.run_environment``). Notes no use.
+        Safe from any thread of the process."""
+        ...
+
+    def set_token_env(self, name: str, exec_env: dict[str, str]) -> ApiToken | None:
+        """Give the token named ``name`` ``exec_env`` as its jobs' environment (its secret,
+        scopes, ref and other options unchanged): the jobs it added, pending or not, run with
+        it from their next run on. Returns the token, else None (no token of that name)."""
+        ...
+
     def revoke_token(self, name: str) -> bool:
         """Forget the token named ``name``; False when there is none."""
         ...

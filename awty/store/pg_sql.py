@@ -266,6 +266,9 @@ TEXTS = {
                  "AND (last_used_at IS NULL OR last_used_at < %(now)s - interval '1 minute') ",
     "token_row": "SELECT name, scopes, created_at, last_used_at, options FROM {s}.api_token "
                  "WHERE hash = %s",
+    "token_named": "SELECT name, scopes, created_at, last_used_at, options "
+                   "FROM {s}.api_token WHERE name = %s",
+    "token_options": "UPDATE {s}.api_token SET options = %s WHERE name = %s",
     "revoke_token": "DELETE FROM {s}.api_token WHERE name = %s",
     "server": "SELECT current_setting('server_version'), current_database(), "
               "coalesce(inet_server_addr()::text, current_setting('unix_socket_directories'))",

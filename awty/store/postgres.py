@@ -887,6 +887,20 @@ class PostgresStore:
             row = cur.execute(self.sql.token_row, (token_hash,)).fetchone()
         return _token(row) if row else None
 
+    def token_named(self, name: str) -> ApiToken | None:
+        with self._tx("cannot read the token") as cur:
+            row = cur.execute(self.sql.token_named, (name,)).fetchone()
+        return _token(row) if row else None
+
+    def set_token_env(self, name: str, exec_env: dict[str, str]) -> ApiToken | None:
+        with self._tx("cannot change the token") as cur:
+            row = cur.execute(self.sql.token_named + " FOR UPDATE", (name,)).fetchone()
+            if row is None:
+                return None
+            token = _token(row).replace(exec_env=dict(exec_env))
+            cur.execute(self.sql.token_options, (json.dumps(token.options()), name))
+        return token
+
     def revoke_token(self, name: str) -> bool:
         with self._tx("cannot revoke the token") as cur:
             return cur.execute(self.sql.revoke_token, (name,)).rowcount > 0

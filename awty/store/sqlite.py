@@ -604,6 +604,23 @@ class SQLiteStore:
                           (iso(now), token_hash))
         return _token(row)
 
+    def token_named(self, name: str) -> ApiToken | None:
+        with self.lock:  # the run's threads share the connection
+            row = self.conn.execute("SELECT name, scopes, created_at, last_used_at, options "
+                                    "FROM api_token WHERE name = ?", (name,)).fetchone()
+        return _token(row) if row else None
+
+    def set_token_env(self, name: str, exec_env: dict[str, str]) -> ApiToken | None:
+        with self._write() as c:
+            row = c.execute("SELECT name, scopes, created_at, last_used_at, options "
+                            "FROM api_token WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return None
+            token = _token(row).replace(exec_env=dict(exec_env))
+            c.execute("UPDATE api_token SET options = ? WHERE name = ?",
+                      (json.dumps(token.options()), name))
+        return token
+
     def revoke_token(self, name: str) -> bool:
         with self._write() as c:
             return c.execute("DELETE FROM api_token WHERE name = ?", (name,)).rowcount > 0

@@ -1154,10 +1154,33 @@ def test_tokens_are_kept_by_hash_with_their_options_and_revoked_at_once(store, c
     other = case.open()  # another process's connection sees the revoke at once
     try:
         assert other.token_for("h1", NOW) is not None
+        # a new environment for its jobs (read when they run): seen by the other at once,
+        # everything else of the token kept
+        changed = store.set_token_env("svc", {"PATH": "/usr/bin", "DB": "postgresql://x"})
+        assert changed is not None and changed.exec_env == {"PATH": "/usr/bin",
+                                                             "DB": "postgresql://x"}
+        seen = other.token_named("svc")
+        assert (seen.scopes, seen.allow_callbacks, seen.exec_dir, seen.exec_env) == (
+            ("jobs:read", "jobs:write"), ("https://a.example/",), "/srv/jobs",
+            {"PATH": "/usr/bin", "DB": "postgresql://x"})
+        assert other.token_for("h1", NOW).exec_env == seen.exec_env
+        assert store.set_token_env("nope", {}) is None and store.token_named("nope") is None
         assert store.revoke_token("svc") and not store.revoke_token("svc")
         assert other.token_for("h1", NOW) is None and other.tokens() == []
+        assert other.token_named("svc") is None
     finally:
         other.close()
+
+
+def test_a_tokens_ref_is_kept_and_tells_a_new_token_of_its_name_apart(store):
+    from awty import tokens
+
+    first = tokens.make("ops", "jobs:exec", NOW)
+    store.add_token(first, "h1")
+    assert first.ref and store.token_named("ops").ref == first.ref
+    store.revoke_token("ops")
+    store.add_token(tokens.make("ops", "jobs:exec", NOW), "h2")
+    assert store.token_named("ops").ref not in (None, first.ref)
 
 
 def test_list_after_a_position_pages_in_run_order(store):
