@@ -30,6 +30,16 @@ def make_job(target: str = "https://example.com/", *, id: str = "01JTESTJOB00000
                first_check_at=first or at, next_check_at=at, **fields)
 
 
+def slow_except(values: list[Any], fast: set[Any]) -> list[Any]:
+    """``values`` for ``parametrize``, each case marked ``slow`` except those in ``fast``: the
+    inner loop (``-m "not slow"``) runs a sample of a long family of like cases, the whole suite
+    runs them all. Test ids are unchanged."""
+    import pytest
+
+    assert fast <= set(values), fast - set(values)
+    return [v if v in fast else pytest.param(v, marks=pytest.mark.slow) for v in values]
+
+
 def db_rows(home: Path, table: str) -> list[dict]:
     import sqlite3
 

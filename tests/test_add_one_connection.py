@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from helpers import T0
 
 from awty.api import Awty
@@ -21,6 +22,7 @@ def _env(home, backend) -> dict[str, str]:
     return {**env, **backend.env, "AWTY_HOME": str(home), "AWTY_NOW": iso(T0)}
 
 
+@pytest.mark.slow
 def test_one_add_imports_no_pool(backend, home):
     """Both stores: the add is stored; on PostgreSQL psycopg's pool is never imported, nor
     psycopg itself for one job."""

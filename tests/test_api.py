@@ -290,6 +290,7 @@ def test_a_naive_datetime_is_local_time_everywhere(home, clock):
         assert a.run_slot(slot, dry_run=True).outcomes == {"would_fire": 1}
 
 
+@pytest.mark.slow
 def test_one_awty_shared_by_a_web_apps_threads(home, clock, backend):
     """What a Flask or FastAPI app does with one ``Awty`` per process: many worker threads
     adding, reading and cancelling at once, the first calls racing to open the store."""

@@ -40,6 +40,7 @@ def add(cli, url, *extra) -> str:
     return json.loads(cli("add", url, "--in", "5m", "--json", *extra).stdout)["id"]
 
 
+@pytest.mark.slow
 def test_add_list_show_run_history_stats(cli, rx, backend, home):
     ids = [add(cli, rx.url(f"/j{i}"), "--entity", "order", "--key", str(i)) for i in range(3)]
     listed = json.loads(cli("list", "--json").stdout)
@@ -62,6 +63,7 @@ def test_add_list_show_run_history_stats(cli, rx, backend, home):
         assert not (home / "slots").exists() and not (home / "awty.db").exists()
 
 
+@pytest.mark.slow
 def test_cancel_reschedule_retry_prune(cli, rx, backend):
     a, b, c = (add(cli, rx.url(f"/{n}"), "--max-attempts", "1") for n in "abc")
     assert a in cli("cancel", a).stdout
@@ -82,6 +84,7 @@ def test_cancel_reschedule_retry_prune(cli, rx, backend):
     assert {j["id"] for j in json.loads(cli("list", "--json").stdout)} == {b, c}
 
 
+@pytest.mark.slow
 def test_catchup_runs_every_past_slot(cli, rx):
     for when in ("5m", "20m", "40m"):
         cli("add", rx.url("/x"), "--in", when)
@@ -95,6 +98,7 @@ def test_catchup_runs_every_past_slot(cli, rx):
     assert json.loads(cli("list", "--json").stdout) == []
 
 
+@pytest.mark.slow
 def test_a_job_rechecked_moves_to_a_later_slot(cli, rx):
     rx.script("/r", json={"recheck_in": "1h"})
     job = add(cli, rx.url("/r"), "--max-checks", "3")
@@ -104,6 +108,7 @@ def test_a_job_rechecked_moves_to_a_later_slot(cli, rx):
     assert shown["slot"] == "202611221130"  # 10:15:05 + 1h, on to the next boundary
 
 
+@pytest.mark.slow
 def test_home_is_one_line_errors_on_a_bad_server(home, monkeypatch, pg_database):
     monkeypatch.setenv("AWTY_DATABASE_SCHEMA", "nobody_made_this")
     bad = {
@@ -137,6 +142,7 @@ def test_a_password_the_server_refuses_is_one_line(home, pg_database):
             c.execute("DROP ROLE IF EXISTS awty_nologin")
 
 
+@pytest.mark.slow
 def test_init_creates_the_schema_then_finds_it(home, monkeypatch, pg_database):
     import psycopg
 
@@ -170,6 +176,7 @@ def test_database_url_before_the_command_and_from_the_environment(home, backend,
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.slow
 def test_quick_add_path_honours_database_url(home, backend, rx):
     """A plain `awty add` skips Typer (cli/quickadd.py): the flag must still pick the store."""
     url = backend.args[1]

@@ -78,6 +78,7 @@ def test_each_slot_of_a_catch_up_tries_a_failing_host_afresh(home, clock):
     assert [(s.ran, s.retried, s.deferred) for s in result.slots] == [(3, 3, 2)] * 2
 
 
+@pytest.mark.slow
 def test_a_catch_up_claims_the_next_slot_while_one_slot_sends_at_a_time(home, clock):
     # slot 2 is claimed while slot 1's last request is still unanswered (the receiver holds it
     # until slot 2's rows are leased, 5 s at most), and none of slot 2 is sent before every
@@ -121,6 +122,7 @@ def test_a_catch_up_claims_the_next_slot_while_one_slot_sends_at_a_time(home, cl
     assert db_rows(home, "future_job") == [] and tree_files(home) == []
 
 
+@pytest.mark.slow
 def test_an_error_in_one_slot_of_a_catch_up_stops_the_slots_after_it(home, clock, rx,
                                                                       monkeypatch):
     # Slot 1 breaks (its tree, once its last request is answered) while slot 2 sends, slowly:
@@ -189,6 +191,7 @@ def test_a_failed_claim_in_one_slot_of_a_catch_up_sends_nothing_of_the_next(home
     assert sorted(delivered_ids(rx)) == sorted(ids)
 
 
+@pytest.mark.slow
 def test_a_slow_store_holds_a_whole_catch_up_to_two_batches_unwritten(home, monkeypatch):
     # A lone run pauses sending at two batches of unwritten results; a catch-up keeps that
     # bound across its open slots (one sends while the slots before it write their last
@@ -293,6 +296,7 @@ def test_the_progress_bars_count_each_slots_jobs_apart():
         assert [t.description for t in bars._p.tasks] == ["slot B"]
 
 
+@pytest.mark.slow
 def test_catchup_cli_dry_run_then_fire(home, clock, rx, tmp_path):
     a = make(home, clock)
     for i in range(4):
@@ -380,6 +384,7 @@ def test_local_time_cron_across_dst_neither_loses_nor_doubles(home, rx, zone, ni
 
 
 # --- a real SIGKILL ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sigkilled_runner_then_catchup_delivers_everything_once_in_history(home, rx):
     clock = FixedClock(T0)
     a = make(home, clock, concurrency=8)

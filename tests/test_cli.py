@@ -80,6 +80,7 @@ def test_idempotency_via_cli(home):
     assert c.exit_code == 1 and "different job" in c.stderr
 
 
+@pytest.mark.slow
 def test_list_and_show_json_match_rows(home):
     run(home, "add", "https://e.com/a", "--in", "2h", "--entity", "order", "--key", "42",
         "--payload", '{"n": 1}', "--header", "Authorization: Bearer sekrit")
@@ -107,6 +108,7 @@ def test_show_unknown_is_exit_1(home):
         "awty: no such job: 01NOSUCHJOB0000000000000000"
 
 
+@pytest.mark.slow
 def test_cancel_by_id_and_entity(home):
     a = json.loads(run(home, "add", "https://e.com/", "--in", "2h", "--json").stdout)
     run(home, "add", "https://e.com/", "--in", "2h", "--entity", "order", "--key", "1")
@@ -184,6 +186,7 @@ def test_slots_and_reschedule(home):
     assert f"202611231015/{a['id']}.json" in tree_files(home)
 
 
+@pytest.mark.slow
 def test_every_command_has_help_and_is_in_the_command_table():
     from typer.main import get_command
 
@@ -208,6 +211,7 @@ def awty_cmd(home, *args, env_extra=None, input=None):
                           text=True, env=env, input=input, timeout=60)
 
 
+@pytest.mark.slow
 def test_subprocess_add_and_list(home):
     p = awty_cmd(home, "add", "https://e.com/", "--in", "2h", "--json",
                  env_extra={"AWTY_NOW": NOW})

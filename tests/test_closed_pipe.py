@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# real `awty` processes, one or several a test: 1-2 s each (issue 31)
+pytestmark = pytest.mark.slow
+
 AWTY = str(Path(sys.executable).parent / "awty")
 
 

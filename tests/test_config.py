@@ -84,6 +84,7 @@ def test_the_template_is_every_setting_and_each_line_parses():
     b"y = 007", b'y = "q\\"q"', b"# c", b"# \xff", b"\t", b"", b"a=1 # \x01", b"a = 1\r",
     b"\x0cb = 2", b'z = "\x7f"', b"z = [1]", b"z = 1_0", b'a = "#"   # x', b"a = +1",
 ]), max_size=6))
+@pytest.mark.slow
 def test_simple_settings_read_as_tomllib_reads_them(lines):
     """The reader that spares `add` tomllib's import gives what tomllib gives, or leaves the
     text to it."""

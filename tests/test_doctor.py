@@ -608,6 +608,7 @@ def cli(home, *args):
     return runner.invoke(app, [*args, "--home", str(home)])
 
 
+@pytest.mark.slow
 def test_cli_doctor_exit_codes_json_and_repair(home, fake_cron_env):
     assert cli(home, "init").exit_code == 0  # signed: an unsigned home is a warning
     assert cli(home, "add", URL, "--in", "2h").exit_code == 0

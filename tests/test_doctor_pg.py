@@ -35,6 +35,7 @@ def test_a_sound_home_names_the_server_schema_and_drop_ins(pga):
     assert "database" not in names and "slot tree" not in names
 
 
+@pytest.mark.slow
 def test_a_schedule_that_lost_its_occurrence_is_repaired(pga):
     check_a_schedule_that_lost_its_occurrence(pga)
 

@@ -317,6 +317,7 @@ def test_every_help_example_runs(world):
     assert "/opt/awty/bin/awty run-slot" in crontab  # the --awty-bin example was installed
 
 
+@pytest.mark.slow
 def test_readme_times_land_where_the_readme_says(world):
     """The Times block's comments are promises: check the instants, not only exit 0."""
     home = world["home"]
@@ -386,6 +387,7 @@ def readme_section(heading: str) -> str:
     return section[:section.index("\n## ", 3)]
 
 
+@pytest.mark.slow
 def test_first_ten_minutes_as_written(fake_crontab, monkeypatch):
     """The walk-through followed in order as a reader would: a fresh $HOME, the receiver kept
     running in its "second terminal", each ``01JD…`` the id the last ``add`` printed, and

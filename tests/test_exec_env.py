@@ -192,6 +192,7 @@ def test_without_a_record_the_runner_environment_is_used(tmp_path, monkeypatch):
 
 
 # --- the whole path: add from a shell, run under cron's bare environment ----------------------
+@pytest.mark.slow
 def test_cli_add_then_run_under_a_bare_environment(home, tmp_path):
     bindir = tool_dir(tmp_path)
     out = tmp_path / "out.txt"

@@ -169,6 +169,7 @@ def test_json_without_recheck_is_done():
     assert run("""echo '{"status": "ok"}'""").answer is Answer.DONE
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_process_group(tmp_path):
     pidfile = tmp_path / "pid"
     t0 = time.monotonic()

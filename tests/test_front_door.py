@@ -72,6 +72,7 @@ def filled(home):
 
 
 # --- global options where people put them --------------------------------------------------
+@pytest.mark.slow
 def test_global_options_before_or_after_the_command(filled):
     home = str(filled["home"])
     before = awty("--home", home, "--json", "list")
@@ -160,6 +161,7 @@ def test_completion_scripts(shell, mark):
     assert p.returncode == 0 and mark in p.stdout and "_AWTY_COMPLETE" in p.stdout
 
 
+@pytest.mark.slow
 def test_completion_completes_commands_and_options():
     env = {"_AWTY_COMPLETE": "complete_bash", "COMP_CWORD": "1", "COMP_WORDS": "awty li"}
     assert awty(env=env).stdout.split() == ["list"]
@@ -181,6 +183,7 @@ def test_add_does_not_load_the_setup_commands(home):
 
 
 # --- lists say when they are cut -----------------------------------------------------------
+@pytest.mark.slow
 def test_list_says_how_many_more_on_stderr(filled):
     home = str(filled["home"])
     p = awty("list", "--limit", "1", "--home", home)
@@ -204,6 +207,7 @@ def test_list_default_limit_is_100_and_says_so(home):
 
 
 # --- output, payloads, failures ------------------------------------------------------------
+@pytest.mark.slow
 def test_show_prints_the_last_output_and_the_payload(filled):
     p = awty("show", filled["ok"], "--home", str(filled["home"]))
     assert p.returncode == 0, p.stderr
@@ -220,6 +224,7 @@ def test_add_json_prints_the_payload(home):
     assert json.loads(p.stdout)["payload"] == {"a": [1, 2]}
 
 
+@pytest.mark.slow
 def test_history_failed_is_outcome_failed_with_the_error_line(filled):
     home = str(filled["home"])
     failed = awty("history", "--failed", "--home", home)
@@ -242,6 +247,7 @@ def test_python_jobs_end_with_a_real_reason(home, tmp_path):
 
 
 # --- packaging, systemd, cron --------------------------------------------------------------
+@pytest.mark.slow
 def test_systemd_prints_and_installs_units_for_this_home(tmp_path):
     home = tmp_path / "my home"
     printed = awty("systemd", "--home", str(home))
@@ -284,6 +290,7 @@ def test_wheel_ships_license_units_and_crontab_example(tmp_path):
     assert any(n.endswith("licenses/LICENSE") for n in names)
 
 
+@pytest.mark.slow
 def test_history_says_when_it_is_cut(filled):
     home = str(filled["home"])
     cut = awty("history", "--limit", "1", "--home", home)

@@ -349,6 +349,7 @@ def test_breaker_trips_on_a_ratio_not_a_streak(rx):
     assert rs[6].answer is Answer.DONE  # another path of the same host is not condemned
 
 
+@pytest.mark.slow
 def test_breaker_a_few_failures_among_many_successes_never_trip(rx):
     """One failure in five, far past the threshold in count: below half, nothing is deferred."""
     replies = [Reply(hang=True) if i % 5 == 0 else Reply(status=200) for i in range(40)]

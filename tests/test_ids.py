@@ -3,6 +3,8 @@ order in a slot; the ids one process makes for one moment go up in the order it 
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from awty import ids
 from awty.ids import is_id, new_id
 
@@ -61,6 +63,7 @@ def test_a_forked_child_makes_ids_of_its_own():
     assert is_id(child) and child != new_id(at)
 
 
+@pytest.mark.slow
 def test_threads_making_ids_at_once_never_make_the_same_one():
     import sys
     import threading

@@ -12,6 +12,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from awty.api import Awty
 from awty.clock import FixedClock
 
@@ -32,6 +34,7 @@ def setup_home(home: Path, target: Path, urls: list[str]) -> None:
             a.add(url, in_=f"{1 + 15 * i}m", max_attempts=1)
 
 
+@pytest.mark.slow
 def test_run_slot_and_catchup_write_the_metrics_file(tmp_path, rx):
     rx.script("/bad", status=404)
     home, collector = tmp_path / "home", tmp_path / "textfile"

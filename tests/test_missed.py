@@ -125,6 +125,7 @@ def test_every_rules_catch_up_too():
        st.sampled_from(["UTC", "Europe/Berlin", "Australia/Lord_Howe", "Africa/Cairo"]),
        st.sampled_from(list(Missed)), st.integers(0, 4 * 24 * 60), st.sampled_from([5, 15, 60]),
        st.sampled_from([3600.0, DEFAULT_WINDOW, 3 * 86400.0]), st.integers(0, 365))
+@pytest.mark.slow
 def test_every_missed_occurrence_is_fired_or_counted(expr, zone, policy, late, resolution,
                                                       window, day):
     r = cron(expr, zone)

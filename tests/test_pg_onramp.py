@@ -116,6 +116,7 @@ def test_init_keeps_the_url_and_every_command_after_finds_it(tmp_path, pg):
     assert not (home / "awty.db").exists() and not (home / "slots").exists()
 
 
+@pytest.mark.slow
 def test_init_adds_the_url_below_the_operators_own_lines(tmp_path, pg):
     url, schema = pg
     home = tmp_path / "home"
@@ -135,6 +136,7 @@ def test_init_adds_the_url_below_the_operators_own_lines(tmp_path, pg):
     assert (home / "awty.toml").read_text() == text
 
 
+@pytest.mark.slow
 def test_init_leaves_a_linked_awty_toml_alone_and_says_what_to_add(tmp_path, pg):
     url, schema = pg
     home = tmp_path / "home"
@@ -217,6 +219,7 @@ def added_slot(home: Path, *args: str) -> tuple[str, str]:
     return json.loads(res.stdout)["slot"], res.stderr
 
 
+@pytest.mark.slow
 def test_every_host_slots_by_the_clusters_resolution_and_says_when_its_own_differs(
         tmp_path, pg):
     url, schema = pg
@@ -368,6 +371,7 @@ def test_a_runner_claims_only_its_kinds_and_doctor_names_what_none_may_claim(tmp
         assert a.executions(cmd)[0].pid == pids[cmd]
 
 
+@pytest.mark.slow
 def test_log_format_json_is_one_object_a_line_for_a_log_shipper(tmp_path, rx):
     import json
     import socket
@@ -428,6 +432,7 @@ def bouncer(request, pg_database):
     b.stop()
 
 
+@pytest.mark.slow
 def test_a_pooler_in_transaction_mode_is_refused_in_one_line(tmp_path, pg, bouncer, rx):
     import json
 

@@ -200,6 +200,7 @@ def test_the_guard_checks_the_target_not_the_proxy(tmp_path):
         assert r.answer is Answer.FAIL and "address" in r.error, r
 
 
+@pytest.mark.slow
 def test_run_slot_delivers_through_a_proxy(home, tmp_path, ca, proxy):
     """The whole path: `awty run-slot` as a process, HTTPS_PROXY and ca_file (AWTY_CA_FILE)."""
     ca_pem, leaf = ca

@@ -243,6 +243,7 @@ def test_the_function_gets_the_fields_of_the_http_body(tmp_path, occurrence):
                                "01JOBPY"]
 
 
+@pytest.mark.slow
 def test_hung_function_is_killed_at_the_timeout(tmp_path):
     cwd = project(tmp_path)
     t0 = time.monotonic()

@@ -70,6 +70,7 @@ def _awty(home, *args):
                           env={**os.environ, "AWTY_HOME": str(home)}, timeout=60)
 
 
+@pytest.mark.slow
 def test_plain_add_never_imports_typer_and_errors_are_unchanged(home):
     p = _awty(home, "add", "https://e.com/", "--in", "2h", "--entity", "order", "--key", "1")
     assert p.returncode == 0 and p.stdout.startswith("added "), p.stderr
@@ -153,6 +154,7 @@ def _typer_app(home, *args):
     ["--cron", "0 9 * * *", "--exec", "--call"],
     ["--cron", "0 9 * * *", "--payload", "@/nonexistent/file"],
 ])
+@pytest.mark.slow
 def test_quick_schedule_add_fails_as_the_typer_app_does(home, args):
     """Bad input on the quick path: exit 2, the one line the whole app prints, nothing
     stored, and no Typer imported; a good add prints what the app prints."""
@@ -172,6 +174,7 @@ def test_quick_schedule_add_fails_as_the_typer_app_does(home, args):
     assert [d["name"] for d in json.loads(listed.stdout)] == ["dup"]
 
 
+@pytest.mark.slow
 def test_quick_schedule_add_prints_what_the_typer_app_prints(home):
     assert _awty(home, "init").returncode == 0
     for as_json in ([], ["--json"]):

@@ -69,6 +69,7 @@ def _awty(home, *args, now=None):
                           env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_plain_run_slot_never_imports_typer_and_errors_are_unchanged(home, rx):
     with Awty(home, clock=FixedClock(T0), env={}) as a:
         job = a.add(rx.url("/hook"), in_="20m").job

@@ -85,6 +85,7 @@ def test_command_line_refuses_a_malformed_answer():
     assert p.returncode == 2 and "expected /PATH=STATUS" in p.stderr
 
 
+@pytest.mark.slow
 def test_constant_mode_answers_everything_and_stops_with_its_parent():
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "awty.testing.receiver", "--constant", "204",
@@ -220,6 +221,7 @@ def test_awty_receiver_from_a_terminal_runs_until_stopped():
     assert out.startswith("  receiver <- /gone") and out.rstrip().endswith("-> 410")
 
 
+@pytest.mark.slow
 def test_awty_receiver_from_a_script_stops_by_itself():
     proc, said = start_receiver(subprocess.DEVNULL)
     try:
@@ -233,6 +235,7 @@ def test_awty_receiver_from_a_script_stops_by_itself():
     assert p.returncode == 0 and p.stderr.endswith(": stops by itself after 1s (--lifetime)\n")
 
 
+@pytest.mark.slow
 def test_awty_receiver_help_and_bad_options():
     p = subprocess.run([AWTY, "receiver", "--help"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and p.stdout.startswith("Usage: awty receiver")

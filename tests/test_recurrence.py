@@ -362,6 +362,7 @@ def test_occurrences_are_the_rule_read_as_at_reads_a_time(rule, change, start, s
 
 @settings(max_examples=200, deadline=None)
 @given(cron_rules(), st.sampled_from(CHANGES), st.integers(-36 * 60, 36 * 60))
+@pytest.mark.slow
 def test_an_occurrence_is_never_before_its_wall_time(rule, change, start):
     """A moved time moves forward, to a wall time at or after the one the rule names."""
     zone, day = change

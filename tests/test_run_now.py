@@ -96,6 +96,7 @@ def test_a_failed_job_exits_1(home, rx):
     assert hist(home)[job["id"]]["outcome"] == "failed"
 
 
+@pytest.mark.slow
 def test_errors_change_nothing(home, rx):
     ok = add(home, rx.url("/ok"), "--in", "2h")
     ended = add(home, rx.url("/ok"), "--in", "2h")

@@ -217,6 +217,7 @@ def test_redirect_not_followed(home, clock, rx, backend):
     assert rx.requests("/elsewhere") == []
 
 
+@pytest.mark.slow
 def test_hanging_receiver_is_cut_and_the_slot_completes(home, clock, rx, backend):
     a = make(home, clock, backend, timeout="1s")
     rx.script("/hang", hang=True)
@@ -465,6 +466,7 @@ def test_a_shard_removes_only_its_own_envelopes(home, clock, rx):
     assert second.ran == len(left) and tree_files(home) == []
 
 
+@pytest.mark.slow
 def test_two_runners_at_once_deliver_each_job_exactly_once(home, clock, rx):
     a = make(home, clock)
     jobs = [a.add(rx.url(f"/p{i}"), in_="1m").job for i in range(200)]
@@ -480,6 +482,7 @@ def test_two_runners_at_once_deliver_each_job_exactly_once(home, clock, rx):
     assert sum(d["ran"] for d in docs) == 200
 
 
+@pytest.mark.slow
 def test_run_slot_cli_json_summary(home, clock, rx):
     a = make(home, clock)
     job = a.add(rx.url("/c"), in_="1m").job

@@ -156,6 +156,7 @@ def cli(home, *args, input=None):
         return CliRunner().invoke(app, [*args, "--home", str(home)], input=input)
 
 
+@pytest.mark.slow
 def test_cli_schedule_add_list_next_pause(home):
     res = cli(home, "schedule", "add", "report", "https://example.com/r", "--cron",
               "0 9 * * mon-fri", "--tz", "Europe/Berlin", "--header", "X-Team: ops")
@@ -190,6 +191,7 @@ def test_cli_bad_schedule_is_one_line_exit_2_nothing_stored(home, args, line):
     assert json.loads(cli(home, "schedule", "list", "--json").stdout) == []
 
 
+@pytest.mark.slow
 def test_cli_import_crontab(home, tmp_path):
     sample = Path(__file__).parent / "data" / "crontab.sample"
     shown = cli(home, "schedule", "import-crontab", str(sample))

@@ -254,6 +254,7 @@ def test_a_fresh_home_signs_its_callbacks(tmp_path, home, clock, rx):
     assert secret.read_text() == text
 
 
+@pytest.mark.slow
 def test_init_keeps_the_secret_a_home_already_has(tmp_path, monkeypatch):
     # the environment's secret wins over any file: none is written beside it
     env_home = tmp_path / "env"
@@ -308,6 +309,7 @@ def test_parse_secrets_one_a_line():
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.slow
 def test_on_postgres_only_the_first_init_writes_a_secret(tmp_path, backend, clock, rx):
     """Every host must sign with the same secret: the cluster's first init writes it, the
     others say to copy it (a secret of their own would not verify at the receiver)."""

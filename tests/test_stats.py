@@ -127,6 +127,7 @@ def cli(home, *args, now):
     return runner.invoke(app, [*args, "--home", str(home)], env={"AWTY_NOW": iso(now)})
 
 
+@pytest.mark.slow
 def test_cli_stats_json_and_text(busy, clock):
     res = cli(busy.home, "stats", "--json", now=clock.now())
     assert res.exit_code == 0, res.stderr
@@ -148,6 +149,7 @@ def test_cli_stats_bad_window_exit_2(busy, clock):
         assert "--window" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_cli_prune(busy, clock):
     res = cli(busy.home, "prune", "--older-than", "1d", "--dry-run", "--json", now=clock.now())
     assert json.loads(res.stdout) == {"pruned": 1, "dry_run": True,

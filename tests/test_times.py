@@ -103,6 +103,7 @@ def test_cli_due_time_in_a_dst_gap(home, zone, at, now, due):
 @settings(max_examples=300, deadline=None)
 @given(zone=st.sampled_from(ZONES),
        wall=st.datetimes(min_value=datetime(2026, 1, 1), max_value=datetime(2027, 1, 1)))
+@pytest.mark.slow
 def test_a_wall_time_is_never_early_and_takes_the_first_repeat(zone, wall):
     z = ZoneInfo(zone)
     got = to_utc(wall, z)
@@ -332,6 +333,7 @@ def test_cli_reschedule_reads_the_same_phrases(home):
     assert [r["next_check_at"] for r in db_rows(home, "future_job")] == ["2026-11-23T06:00:00Z"]
 
 
+@pytest.mark.slow
 def test_cli_history_since_yesterday(home):
     ended = {}
     for now in ("2026-11-20T12:00:00Z", "2026-11-21T09:00:00Z", "2026-11-22T06:30:00Z"):

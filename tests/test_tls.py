@@ -83,6 +83,7 @@ def test_an_unreadable_ca_file_retries_instead_of_failing(home, clock, pki, tmp_
     assert "ca_file" in row["last_error"] and "cannot load" in row["last_error"]
 
 
+@pytest.mark.slow
 def test_ca_file_through_the_cli(home, pki):
     """`awty run-slot` in its own process (uvloop's TLS), AWTY_CA_FILE from the environment."""
     from datetime import UTC, datetime

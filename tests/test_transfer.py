@@ -11,6 +11,9 @@ from typer.testing import CliRunner
 
 from awty.cli import app
 
+# every test moves a home through whole CLI commands on both stores: 1.5-4 s each (issue 31)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 T_ADD, T_RUN = "2026-11-22T10:07:12Z", "2026-11-22T10:15:05Z"
 

@@ -34,6 +34,7 @@ def test_package_type_checks():
     assert "Success: no issues found" in p.stdout
 
 
+@pytest.mark.slow
 def test_user_program_passes_mypy_strict():
     p = mypy("--strict", str(USER_PROGRAM))
     assert p.returncode == 0, p.stdout + p.stderr

@@ -147,6 +147,7 @@ def test_every_header_add_accepts_is_sent(rx):
     assert got["x-tab"] == "a\tb"
 
 
+@pytest.mark.slow
 def test_a_stored_reserved_header_is_not_sent(rx):
     """A row stored before add refused it: never sent (it would break the framing)."""
     job = Job(id="01JTESTJOB00000000000000001", kind=Kind.HTTP, target=rx.url("/old"),

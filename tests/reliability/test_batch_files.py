@@ -82,6 +82,7 @@ def test_a_batch_writes_one_file_per_slot_and_an_add_one(home, tmp_path, rx):
     assert f["status"] == "ok" and "35 of them in 2 batch file(s)" in f["detail"]
 
 
+@pytest.mark.slow
 def test_cancel_one_job_of_a_batch_file_then_all(home, tmp_path, rx):
     _ok(["init"], cli_env(home, T0))
     ids = _batch(home, tmp_path, rx, {"20m": 6})
@@ -109,6 +110,7 @@ def test_cancel_one_job_of_a_batch_file_then_all(home, tmp_path, rx):
         "envelopes", "orphans", "drop-ins"))
 
 
+@pytest.mark.slow
 def test_a_dropped_in_batch_file_is_imported_whole(home, tmp_path, rx):
     _ok(["init"], cli_env(home, T0))
     _ok(["add", rx.url("/real"), "--in", "20m"], cli_env(home, T0))
@@ -126,6 +128,7 @@ def test_a_dropped_in_batch_file_is_imported_whole(home, tmp_path, rx):
     assert not sd.exists()
 
 
+@pytest.mark.slow
 def test_a_dropped_in_batch_file_with_a_bad_line_is_set_aside_whole(home, tmp_path, rx):
     proof = tmp_path / "ran"
     _ok(["init"], cli_env(home, T0))
@@ -143,6 +146,7 @@ def test_a_dropped_in_batch_file_with_a_bad_line_is_set_aside_whole(home, tmp_pa
     assert (home / "rejected" / sid / "x.batch.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_replayed_batch_file_is_an_orphan_and_doctor_says_so(home, tmp_path, rx):
     """A batch file whose jobs all ended (put back after its slot ran) is removed, never run
     again; doctor counts it as an orphan and --repair removes it; a lost one is missing
@@ -172,6 +176,7 @@ def test_a_replayed_batch_file_is_an_orphan_and_doctor_says_so(home, tmp_path, r
     assert run["ran"] == 0 and run["orphans_removed"] == 1 and len(rx.requests()) == 4
 
 
+@pytest.mark.slow
 def test_reschedule_out_of_a_batch_file(home, tmp_path, rx):
     """A job moved to another slot leaves its batch file's line behind: the file stays while
     another of its jobs is pending in the slot, and goes (with the slot) when the last one

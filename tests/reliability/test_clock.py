@@ -78,6 +78,7 @@ def _drain(a: Awty, clock: FixedClock, limit: int = 20) -> None:
     assert a.store.count() == 0
 
 
+@pytest.mark.slow
 def test_clock_stepped_back_and_forth_between_runs(tmp_path):
     n = scale(400, 4000)
     steps = scale(60, 300)

@@ -93,6 +93,7 @@ def _one_clean_line(p: subprocess.CompletedProcess) -> str:
 
 
 # --- a real full disk ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_disk_fills_up_mid_run(small_fs):
     n = scale(400, 2000)
     home = small_fs / "home"
@@ -152,6 +153,7 @@ def test_disk_fills_up_mid_run(small_fs):
           f"time={time.monotonic() - started:.1f}s")
 
 
+@pytest.mark.slow
 def test_read_only_home(small_fs):
     n = scale(200, 2000)
     home = small_fs / "home"

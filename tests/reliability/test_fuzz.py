@@ -304,6 +304,7 @@ def test_add_fuzz_regressions(home):
 
 
 # --- real processes: raw argv bytes, NULs in files, endless inputs --------------------------------
+@pytest.mark.slow
 def test_bad_input_through_real_processes(home, tmp_path):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWTY_")},
            "AWTY_NOW": NOW}

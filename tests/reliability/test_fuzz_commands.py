@@ -271,6 +271,7 @@ FOUND = [
 ]
 
 
+@pytest.mark.slow
 def test_found_cases_as_real_processes(tmp_path, backend):
     home = tmp_path / "home"
     env = {**cli_env(home, T0), **backend.env, "XDG_CONFIG_HOME": str(tmp_path / "xdg-config")}

@@ -42,7 +42,7 @@ from awty.errors import InvalidInput
 from awty.ids import new_id
 from awty.slottree.staging import envelope_bytes
 from awty.slots import iso, slot_id
-from helpers import T0, db_rows, tree_files
+from helpers import T0, db_rows, slow_except, tree_files
 
 
 pytestmark = pytest.mark.reliability
@@ -407,7 +407,8 @@ def _one_clean_line(res) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("name", sorted(BAD_CONFIGS))
+# ~1 s each (every command on each config): two in the inner loop, all 18 in the whole suite
+@pytest.mark.parametrize("name", slow_except(sorted(BAD_CONFIGS), {"not-toml", "is-a-directory"}))
 def test_a_corrupt_config_is_one_line_and_exit_2(home, name):
     _write_config(home, BAD_CONFIGS[name])
     commands = [
@@ -484,6 +485,7 @@ STORE_COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 def test_a_newer_schema_is_refused_in_one_line_and_left_alone(home, clock):
     with make(home, clock) as a:
         a.add("https://example.com/hook", in_="1h")
@@ -506,6 +508,7 @@ def test_a_newer_schema_is_refused_in_one_line_and_left_alone(home, clock):
     assert _schema(home) == before
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_a_database_is_refused_in_one_line(home):
     home.mkdir(mode=0o700)
     junk = b"this is not a database, it is a shopping list\n" * 200

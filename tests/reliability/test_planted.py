@@ -39,6 +39,7 @@ def untouched(p: Path) -> bool:
 
 
 # --- drop-ins: only the allowed kinds ----------------------------------------------------------
+@pytest.mark.slow
 def test_exec_and_python_drop_ins_are_set_aside_not_run(home, tmp_path, rx):
     """Through the real CLI: an exec envelope planted in a slot would `touch` a file."""
     proof = tmp_path / "ran"

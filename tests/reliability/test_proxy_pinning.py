@@ -76,6 +76,7 @@ def ca(tmp_path_factory):
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
+@pytest.mark.slow
 def test_the_proxy_is_sent_the_checked_address_not_the_name(home, tmp_path, ca, scheme):
     ca_pem, leaf = ca
     proxy = ProxyProcess(tmp_path, "--resolve", "localhost=127.0.0.2")

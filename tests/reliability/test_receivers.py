@@ -235,6 +235,7 @@ def _run_slot_rss(home, clock, slot) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_giant_bodies_and_headers_keep_run_slot_memory_flat(home, clock):
     n = 30 if FULL else 12
     with receivers("giant", "headers") as rx:
@@ -308,6 +309,7 @@ def test_hostile_answers_never_break_the_runner(home, clock):
 @settings(max_examples=5000 if FULL else 500, deadline=None)
 @given(st.binary(max_size=80) | st.text(max_size=80).map(lambda t: t.encode("utf-8"))
        | st.from_regex(r"\A[ 0-9]{0,6000}\Z").map(str.encode))
+@pytest.mark.slow
 def test_retry_after_parsing_fuzzed(raw):
     now = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
     secs = http_answers._parse_retry_after(raw, now)

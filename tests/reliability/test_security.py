@@ -87,6 +87,7 @@ AFTER = iso(T0 + timedelta(minutes=10))  # a moment after that slot's boundary
 
 
 # --- 1. the allow-list, at add and at fire --------------------------------------------------------
+@pytest.mark.slow
 def test_allow_list_tightened_after_add_is_enforced_at_fire(home, rx):
     ids = [added_id(invoke(home, "add", rx.url(f"/hook/{i}"), "--in", "1m", "--json"))
            for i in range(3)]
@@ -250,6 +251,7 @@ def _names_resolving_to_loopback() -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_deny_private_networks_refuses_at_fire_and_at_connect(home, rx):
     loopback_names = _names_resolving_to_loopback()
     targets = [rx.url("/literal"), f"http://localhost:{rx.port}/name"]
@@ -423,6 +425,7 @@ def _mode(p: Path) -> int:
 
 
 @pytest.mark.parametrize("first", ["add", "init"])
+@pytest.mark.slow
 def test_a_fresh_home_is_private_under_umask_0(tmp_path, first):
     home = tmp_path / "deep" / "er" / "home"
     old = os.umask(0)

@@ -49,6 +49,7 @@ def _ended(home, backend):
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.slow
 def test_the_first_run_after_a_sleep_fires_what_it_missed(home, backend):
     with Receiver() as rx:
         late, now = _asleep(home, backend, rx)

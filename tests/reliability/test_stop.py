@@ -152,6 +152,7 @@ def test_an_unreadable_secret_stops_the_run_before_claiming(tmp_path):
     assert json.loads(res.stdout or "{}") == {}
 
 
+@pytest.mark.slow
 def test_a_store_slower_than_the_wire_holds_sending_back(tmp_path, monkeypatch):
     """Results a slow store has not written yet are callbacks a SIGKILL would send again, and
     memory: sending pauses while two batches of them wait (a store 0.1 s per write here)."""

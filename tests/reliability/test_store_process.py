@@ -80,6 +80,7 @@ def _ended(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+@pytest.mark.slow
 def test_a_run_through_the_store_process_records_every_job_once(home, backend, monkeypatch):
     n = scale(1000, 4000)
     made = _watch_processes(monkeypatch)
@@ -125,6 +126,7 @@ def test_a_quick_retry_through_the_store_process_keeps_its_attempts(home, backen
     assert [(e.attempt, e.status) for e in executions] == [(1, 500), (2, 204)]
 
 
+@pytest.mark.slow
 def test_the_store_process_claims_by_id_and_records_what_it_claimed(home, backend):
     # What a shard's run asks for the drop-ins it imported for other shards: claim_ids, answered
     # by the process like a slot's claim (it keeps the Jobs, and takes their results by id).
@@ -162,6 +164,7 @@ def test_the_store_process_claims_by_id_and_records_what_it_claimed(home, backen
     assert left == sorted(j.id for j in added[3:])
 
 
+@pytest.mark.slow
 def test_a_catch_up_runs_all_its_slots_through_one_store_process(home, monkeypatch):
     # Slots of less than a batch each: a slot's own run never starts the process ("auto"
     # waits for a full claim), a catch-up of as many jobs as a batch or more starts one for

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from awty.api import Awty
 from awty.clock import FixedClock
 
 
+@pytest.mark.slow
 def test_health_ready_and_metrics_need_no_token(served):
     added = served.call("POST", "/v1/jobs", {"target": "http://127.0.0.1:9/secret-hook",
                                              "in": "2h", "payload": {"card": "4242"}})

@@ -93,6 +93,7 @@ def test_tls_in_serve_itself_gives_a_secure_cookie(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_bad_proxy_address_is_refused_before_listening(tmp_path):
     home, _ = _home(tmp_path)
     for bad in ("proxy.internal", "10.0.0.1/8", "*", "127.0.0.1,nope"):

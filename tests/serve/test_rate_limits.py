@@ -51,6 +51,7 @@ def test_a_token_over_its_rate_gets_429_with_retry_after(served):
     assert ("POST", "/v1/jobs", 429) in served.check.seen
 
 
+@pytest.mark.slow
 def test_a_bad_rate_is_one_line_and_makes_no_token(tmp_path):
     home = tmp_path / "home"
     assert servekit.awty(home, "init").returncode == 0

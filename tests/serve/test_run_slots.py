@@ -51,6 +51,7 @@ def test_serve_and_a_cron_runner_never_double_fire(tmp_path, backend, rx):
         server.stop()
 
 
+@pytest.mark.slow
 def test_serve_run_slots_catches_up_at_start_by_itself(tmp_path, rx):
     from datetime import UTC, datetime
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 import servekit
 
 
@@ -20,6 +22,7 @@ def test_a_missing_extra_is_one_line_naming_the_install(tmp_path):
                               "'awty[serve]'\n")
 
 
+@pytest.mark.slow
 def test_without_a_token_serve_refuses_to_start(tmp_path):
     home = tmp_path / "home"
     assert servekit.awty(home, "init").returncode == 0
@@ -51,6 +54,7 @@ def test_serve_binds_127_0_0_1_8421_by_default():
     assert (ServeOptions().host, ServeOptions().port) == ("127.0.0.1", 8421)
 
 
+@pytest.mark.slow
 def test_a_token_is_shown_once_and_only_its_hash_is_kept(tmp_path):
     home = tmp_path / "home"
     res = servekit.awty(home, "token", "new", "svc", "--scope", "jobs:write,jobs:read")

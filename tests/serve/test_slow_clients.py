@@ -94,6 +94,7 @@ def test_the_deadline_is_per_request_not_per_connection(slow_served):
         assert s.recv(4096).startswith(b"HTTP/1.1 200")
 
 
+@pytest.mark.slow
 def test_a_bad_read_timeout_is_refused_before_listening(tmp_path):
     home = tmp_path / "home"
     assert servekit.awty(home, "init").returncode == 0

@@ -306,6 +306,7 @@ def test_claimer_never_takes_back_its_own_expired_leases(store):
     assert ids(claim(store, S1, owner=B, now=later)) == [j.id]
 
 
+@pytest.mark.slow
 def test_live_owner_claims_never_taken_over(store, case, holders):
     h = hold(case, holders, A)
     [j] = add(store, mk(S1))
@@ -319,6 +320,7 @@ def test_live_owner_claims_never_taken_over(store, case, holders):
     assert taken.id == j.id and taken.lease_owner == B
 
 
+@pytest.mark.slow
 def test_dead_owner_with_live_lease_is_not_taken_over(store, case, holders):
     h = hold(case, holders, A)
     add(store, mk(S1))
@@ -328,6 +330,7 @@ def test_dead_owner_with_live_lease_is_not_taken_over(store, case, holders):
     assert claim(store, S1, owner=B, now=NOW + MIN) == []
 
 
+@pytest.mark.slow
 def test_claim_ids_any_slot_on_the_same_terms(store, case, holders):
     hold(case, holders, A)
     p1, p2, leased_live, ended = add(store, mk(S1), mk(S3), mk(S2), mk(S2))
@@ -358,6 +361,7 @@ def test_start_returns_only_still_claimed_in_given_order(store):
         assert store.start([c.id], owner=B, now=lease_until) == [c.id]
 
 
+@pytest.mark.slow
 def test_a_start_is_made_only_while_the_owners_session_is_held(store, case, holders):
     """PostgreSQL: the server checks the owner's session in the start's own statement, from
     whichever process starts (here not the one holding it, as with the store process): once
@@ -450,6 +454,7 @@ def test_release_gives_claims_back_unchanged(store):
     assert ids(claim(store, S1, owner=B)) == [j.id]
 
 
+@pytest.mark.slow
 def test_release_stale_only_expired_and_dead(store, case, holders):
     a, b, c = add(store, mk(S1), mk(S2), mk(S3))
     dead = "host-d:1:dddd"
@@ -485,6 +490,7 @@ def test_cancel_pending_and_claimed_not_started(store):
     assert store.get(keep.id) is not None
 
 
+@pytest.mark.slow
 def test_cancel_leaves_running_job_of_live_owner(store, case, holders):
     h = hold(case, holders, A)
     [j] = add(store, mk(S1))
@@ -515,6 +521,7 @@ def test_cancel_started_without_session_judged_by_lease(store, case):
     assert store.cancel([j.id], NOW + timedelta(seconds=30)).cancelled == [j.id]
 
 
+@pytest.mark.slow
 def test_a_started_job_of_a_dead_owner_may_be_cancelled_while_its_lease_is_live(
         store, case, holders):
     """base.py: a started job whose owner is dead is not running, however long its lease
@@ -532,6 +539,7 @@ def test_a_started_job_of_a_dead_owner_may_be_cancelled_while_its_lease_is_live(
     assert (moved.status, moved.next_check_at, moved.lease_owner) == (Status.PENDING, S3, None)
 
 
+@pytest.mark.slow
 def test_every_conflict_says_the_same_on_every_store(store, case, holders):
     """Each refusal's text is ``rules``' own, so a caller (and a test) reads the same words
     whichever store a home uses."""
@@ -578,6 +586,7 @@ def test_cancel_entity(store):
     assert store.cancel_entity("nothing", None, NOW).cancelled == []
 
 
+@pytest.mark.slow
 def test_reschedule_pending_claimed_running(store, case, holders):
     p, c, r = add(store, mk(S1), mk(S1), mk(S1))
     moved = store.reschedule(p.id, S3, NOW)
@@ -658,6 +667,7 @@ def test_stats(store):
     assert st.next_slots == [(S2, 2), (S3, 2)]
 
 
+@pytest.mark.slow
 def test_leases_grouped_by_owner(store, case, holders):
     hold(case, holders, A)
     h = hold(case, holders, B)
@@ -1100,6 +1110,7 @@ def test_missed_all_makes_no_second_job_of_a_held_occurrence(store):
     assert store.get_schedule("tick").next_at == S1 + 30 * MIN
 
 
+@pytest.mark.slow
 def test_add_and_resume_take_a_held_occurrence_as_it_is(store, case, holders):
     hold(case, holders, B)
     job = store.add_schedule(mk_schedule(), S1 - MIN)

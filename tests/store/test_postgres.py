@@ -95,6 +95,7 @@ def test_bad_schema_name_and_url_are_bad_input(pg_database):
         PostgresStore("not a url ===")
 
 
+@pytest.mark.slow
 def test_server_down_wrong_password_restart_mid_claim(cluster):
     import psycopg
 
@@ -147,6 +148,7 @@ def test_server_down_wrong_password_restart_mid_claim(cluster):
 
 
 # -- several processes --------------------------------------------------------------------
+@pytest.mark.slow
 def test_four_processes_share_one_slot_each_job_once(pg):
     pg.add(jobs(JOBS), [None] * JOBS)
     procs = [worker(pg, "claim", f"host-{i}:{i}:n", NOW.isoformat(), "60", SLOT.isoformat())
@@ -158,6 +160,7 @@ def test_four_processes_share_one_slot_each_job_once(pg):
     ended_once(pg, JOBS)
 
 
+@pytest.mark.slow
 def test_sigkilled_runner_leases_are_taken_over_after_expiry(pg):
     pg.add(jobs(JOBS), [None] * JOBS)
     victim = worker(pg, "hang", "host-v:9:v", NOW.isoformat(), "60", SLOT.isoformat())
@@ -221,6 +224,7 @@ def test_the_databases_clock_decides_leases(pg, pg_database):
         store.close()
 
 
+@pytest.mark.slow
 def test_eight_concurrent_adders(pg):
     procs = [worker(pg, "add", f"A{i}", "1000", SLOT.isoformat()) for i in range(8)]
     created = [sum(int(line.split()[1]) for line in finished(p) if line.startswith("added"))
@@ -243,6 +247,7 @@ def test_database_settings_from_env_and_toml(tmp_path):
         load(tmp_path, env={"AWTY_DATABASE_SCHEMA": "a-b"})
 
 
+@pytest.mark.slow
 def test_sqlite_path_never_imports_psycopg(tmp_path):
     # `awty add` on SQLite must stay fast: psycopg (~40 ms) loads only for a database URL.
     code = ("import sys, awty.api, awty.cli, awty.config, awty.store.sqlite, awty.run.runner; "

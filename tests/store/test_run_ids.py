@@ -45,6 +45,7 @@ def test_named_jobs_of_several_slots_sent_once(store, runner, rx):
     assert {h.outcome.value for h in store.history()} == {"done"}
 
 
+@pytest.mark.slow
 def test_job_held_by_a_live_runner_refused_all_or_nothing(store, case, holders, runner, rx):
     holders.append(case.hold(A))
     held, free = job(1, rx.url("/held"), SLOTS[0]), job(2, rx.url("/free"), SLOTS[1])
