@@ -25,6 +25,30 @@ freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concur
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 
+# The inner loop (`-m "not slow"`, README "Tests") stays about a minute while every test in it
+# takes under this much, setup and teardown included (quiet machine). Slower ones carry `slow`.
+INNER_LOOP_BUDGET = 2.0
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """In a run that leaves the slow tests out, name the tests that took longer than the inner
+    loop's budget: a report, not a failure (a loaded machine makes any test slow)."""
+    if "not slow" not in (config.option.markexpr or ""):
+        return
+    took: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if isinstance(r, pytest.TestReport):
+                took[r.nodeid] = took.get(r.nodeid, 0.0) + r.duration
+    over = sorted(((s, n) for n, s in took.items() if s > INNER_LOOP_BUDGET), reverse=True)
+    if over:
+        terminalreporter.section(f"inner loop: {len(over)} test(s) over {INNER_LOOP_BUDGET:g} s")
+        terminalreporter.line("mark them @pytest.mark.slow or make them faster (if the machine "
+                              "was busy, run them alone first)")
+        for seconds, nodeid in over:
+            terminalreporter.line(f"{seconds:6.2f}s {nodeid}")
+
+
 @pytest.fixture(autouse=True)
 def _environment(monkeypatch, tmp_path):
     monkeypatch.setenv("COLUMNS", "200")
