@@ -119,6 +119,7 @@ def build_app(awty: Awty, options: ServeOptions) -> Starlette:
     app.state.limiter = Limiter()
     app.state.tokens = {}
     app.state.adds = Adds(backend, app.state.tokens)
+    app.state.scrapes = health.Scrapes(backend)
     return app
 
 

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import Metric
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -13,6 +16,7 @@ from .metrics import CONTENT_TYPE, store_families
 
 if TYPE_CHECKING:
     from ..api import Awty
+    from .backend import Backend
 
 
 def _health(a: Awty) -> dict[str, Any]:
@@ -53,9 +57,29 @@ async def readyz(request: Request) -> Response:
     return JSONResponse(doc, 200 if doc["ok"] else 503)
 
 
+class Scrapes:
+    """The store's figures for ``/metrics``, read on a connection and in a thread of their own
+    (``Backend.apart``): a day's histograms and counts never hold the store's thread, behind
+    which every add waits; and one read at a time: the scrapes that arrive while one is under
+    way get its figures. Not cached past it: a scrape after a run sees that run."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.under_way: asyncio.Future[list[Metric]] | None = None
+
+    async def families(self) -> list[Metric]:
+        if self.under_way is None:
+            self.under_way = asyncio.ensure_future(self.backend.apart(store_families))
+            self.under_way.add_done_callback(self._done)
+        return await asyncio.shield(self.under_way)
+
+    def _done(self, _: object) -> None:
+        self.under_way = None
+
+
 async def metrics(request: Request) -> Response:
     state = request.app.state
-    families = await state.backend.run(store_families)
+    families = await state.scrapes.families()
     return Response(state.metrics.text(families), media_type=CONTENT_TYPE)
 
 
