@@ -23,6 +23,22 @@ _RUN = (
     "change); GC tuning changed nothing. Next: leases in a side table (a claim writes no job "
     "row; its UPDATE and decoding are now ~40 % of the store's work), a first-try success's "
     "execution folded into its history row.")
+_SERVE = (
+    "Measured as the serve process's CPU a request (bench/servecpu.py: utime+stime over 3,000 "
+    "POST /v1/jobs, 32 connections; 2,000 requests/s on one core is 0.5 ms). 2026-11-26: "
+    "SQLite 1.6-2.1 ms, PostgreSQL 1.8-1.9 ms (1,034 and 514 requests/s at 20:53), system "
+    "time 1.4 ms of it: each request's own SQLite transaction and O_TMPFILE envelope, two "
+    "thread hops (token, add). Now the adds of requests arriving together are one "
+    "transaction, one envelope file a slot and one token check (group commit, "
+    "serve/adds.py), and POST /v1/jobs skips Starlette's middleware and router: "
+    "interleaved A/B, SQLite 0.44-0.48 ms (group commit) -> 0.36-0.38 ms, PostgreSQL "
+    "0.35 ms. What is left: uvicorn's HTTP (~0.11 ms a request here for an app that "
+    "echoes its body), validating and storing the job (~45 µs), the answer's JSON.")
+_SERVE_BATCH = (
+    "A job of a batch costs the serve process 70-90 µs of CPU on SQLite (bench/servecpu.py, "
+    "20,000 jobs, 1,000 a request): Awty.add_many's own ~45 µs a job (validation and the "
+    "insert: see add_many), ~14 µs for the answer's job document and its JSON, ~5 µs for "
+    "parsing the request. 30,000 jobs/s needs 33 µs all told: add_many's validation first.")
 _ADD = (
     "Until 2026-11-26 each job had an envelope file of its own, whose creation cost 16-75 µs "
     "of kernel time here (mostly the inode), more than the rest of its add; a helper process "
@@ -115,6 +131,13 @@ WHY: dict[str, str] = {
     "the first due time keep a slot's rows together in the id index.",
     "flat_last_ratio": "A slot's rows sit together in every index (ids of the first due time, "
     "the entity index led by next_check_at); what is left is the noise of 40 ms runs.",
+    "serve_add": _SERVE,
+    "serve_add_p99": _SERVE,
+    "pg_serve_add": _SERVE + " On PostgreSQL the server's own CPU (on the same two cores) "
+    "comes on top of serve's, which bench/servecpu.py does not count.",
+    "pg_serve_add_p99": _SERVE,
+    "serve_batch": _SERVE_BATCH,
+    "pg_serve_batch": _SERVE_BATCH,
     "rss": "The runner's own peak (taken by bench/launch.py; until 2026-11-24 the bench took "
     "it from its own os.wait4, and a child's ru_maxrss keeps what it was before exec, a copy of "
     "the bench: 139–171 MB after the earlier sections, whatever awty used). What a big run "
