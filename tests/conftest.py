@@ -128,7 +128,9 @@ class Backend:
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request, monkeypatch):
     """Each test using it runs once on SQLite (home/awty.db + slot tree) and once on a fresh
-    PostgreSQL schema (created with `awty init` semantics, dropped afterwards)."""
+    PostgreSQL schema (created with `awty init` semantics, dropped afterwards). Asking for it is
+    enough for both; parametrize it (indirect) only to pick one store, or to keep the store last
+    in the ids of a test with parameters of its own."""
     if request.param == "sqlite":
         yield Backend("sqlite", [], {}, {})
         return

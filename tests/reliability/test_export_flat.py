@@ -63,7 +63,6 @@ def _export_peak_kb(home, backend, out) -> int:
     return int(res.stderr.rsplit("peak_kb ", 1)[1].split()[0])
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_export_memory_is_flat_in_the_number_of_schedules(home, backend, tmp_path):
     env = {**cli_env(home, NOW, resolution=1), **backend.env}
     res = run_cli(["schedule", "add", "tick", "https://example.com/tick", "--cron",

@@ -32,7 +32,6 @@ from helpers import T0
 from relkit import allow_history_rows, cli_env, refuse_history_rows, run_cli
 
 pytestmark = pytest.mark.reliability
-both = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
 # Line numbers in the export below: 1 the format, 2 the pending job, 3 and 4 the history rows
 # (a done job keeping its payload, a failed one keeping its whole job), 5 the counts.
@@ -107,7 +106,6 @@ def _refused(home, backend, tmp_path, docs, *extra, line: int, field: str, says:
 
 
 @pytest.mark.slow
-@both
 def test_an_id_that_is_a_path_writes_nothing_anywhere(home, backend, tmp_path, export):
     for bad in ("../../../escaped", str(tmp_path / "absolute")):
         _refused(home, backend, tmp_path, _with(export, PENDING, id=bad), line=PENDING,
@@ -119,7 +117,6 @@ def test_an_id_that_is_a_path_writes_nothing_anywhere(home, backend, tmp_path, e
 
 
 @pytest.mark.slow
-@both
 def test_exec_and_python_jobs_only_with_allow_exec(home, backend, tmp_path, export):
     marker = tmp_path / "ran"
     command = f"touch {marker}"
@@ -144,7 +141,6 @@ def test_exec_and_python_jobs_only_with_allow_exec(home, backend, tmp_path, expo
 
 
 @pytest.mark.slow
-@both
 def test_targets_are_held_to_the_callback_rules(home, backend, tmp_path, export):
     metadata = "http://169.254.169.254/latest/meta-data/"
     for extra in ([], ["--allow-exec"]):
@@ -161,7 +157,6 @@ def test_targets_are_held_to_the_callback_rules(home, backend, tmp_path, export)
 
 
 @pytest.mark.slow
-@both
 def test_payloads_are_held_to_max_payload_bytes(home, backend, tmp_path, export):
     big = json.dumps({"blob": "x" * 5000})
     _refused(home, backend, tmp_path, _with(export, PENDING, payload_json=big), line=PENDING,
@@ -173,7 +168,6 @@ def test_payloads_are_held_to_max_payload_bytes(home, backend, tmp_path, export)
 
 
 @pytest.mark.slow
-@both
 def test_text_a_run_wrote_is_escaped_a_name_is_refused(home, backend, tmp_path, export):
     _refused(home, backend, tmp_path, _with(export, DONE, target="http://127.0.0.1/\0x"),
              line=DONE, field="target")
@@ -189,7 +183,6 @@ def test_text_a_run_wrote_is_escaped_a_name_is_refused(home, backend, tmp_path, 
 
 
 @pytest.mark.slow
-@both
 def test_jobs_and_history_go_in_together_or_not_at_all(home, backend, tmp_path, export):
     path = _file(tmp_path, _with(export, FAILED, reason="refuse me"))
     refuse_history_rows(home, backend, "reason", "refuse me", "refused")

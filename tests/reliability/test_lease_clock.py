@@ -45,7 +45,6 @@ def _in_flight(home, backend) -> int:
         return a.count(status="in_flight")
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_a_killed_runner_whose_clock_ran_ahead(home, backend):
     n = 3000
     runner: list = []

@@ -57,7 +57,6 @@ def _occurrences(rx) -> Counter:
     return Counter(r.headers.get("x-awty-occurrence") for r in rx.requests("/s"))
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_every_boundary_two_runners_two_hours_fire_each_occurrence_once(home, backend):
     with Receiver() as rx:
         _add(home, backend, rx.url("/s"))

@@ -94,7 +94,6 @@ def test_a_home_moved_while_its_runner_claimed(home, backend, tmp_path, command)
     assert _state(home, backend, T0 + 11 * MIN) == (T0 + 15 * MIN, [(T0 + 15 * MIN, "pending")])
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_a_claim_re_arms_onto_a_job_its_next_occurrence_has(home, backend):
     t = T0 + 2 * MIN
     with Receiver() as rx:
@@ -121,7 +120,6 @@ def test_a_claim_re_arms_onto_a_job_its_next_occurrence_has(home, backend):
         assert _delivered(rx) == Counter({_at(5): 2, _at(10): 1, _at(15): 1})
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_retry_of_an_occurrence_made_anew_is_refused_in_one_line(home, backend):
     with Receiver() as rx:
         _awty(home, backend, T0 - 30 * SEC, "schedule", "add", "tick", rx.url("/s"), *CRON)
@@ -141,7 +139,6 @@ def test_retry_of_an_occurrence_made_anew_is_refused_in_one_line(home, backend):
     assert _state(home, backend, T0 + MIN) == (T0 + 5 * MIN, [(T0 + 5 * MIN, "pending")])
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_an_occurrence_retried_while_paused_fires_once(home, backend):
     """``schedule pause`` cancels the pending occurrence (10:00); ``retry`` of it while paused
     is the user's ask, so it fires, and ``resume`` does not make it again. Its neighbours:

@@ -48,7 +48,6 @@ def _ended(home, backend):
         return Counter(h.outcome.value for h in a.history())
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 @pytest.mark.slow
 def test_the_first_run_after_a_sleep_fires_what_it_missed(home, backend):
     with Receiver() as rx:
@@ -71,7 +70,6 @@ def test_the_first_run_after_a_sleep_fires_what_it_missed(home, backend):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_late_work_is_bounded_and_the_next_run_fires_the_rest(home, backend):
     with Receiver() as rx:
         late, now = _asleep(home, backend, rx)
