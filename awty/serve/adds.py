@@ -84,17 +84,18 @@ def _commit(a: Awty, group: list[_Ask]) -> list[list[AddResult] | Exception]:
     """In the store's thread: the group's tokens checked, then its adds in one transaction."""
     from .. import tokens
 
-    known: dict[str, bool] = {}
+    found: dict[str, ApiToken | None] = {}
     for ask in group:
-        if ask.secret is not None and ask.secret not in known:
-            known[ask.secret] = a.token_for(ask.secret) is not None
+        if ask.secret is not None and ask.secret not in found:
+            found[ask.secret] = a.token_for(ask.secret)
     out: list[list[AddResult] | Exception] = []
     parts, where = [], []
     for ask in group:
-        if ask.secret is not None and not known[ask.secret]:
+        token = ask.token if ask.secret is None else found[ask.secret]
+        if token is None:
             out.append(revoked())
             continue
-        cwd, env = tokens.exec_environment(ask.token, str(a.home))
+        cwd, env = tokens.exec_environment(token, str(a.home))
         where.append(len(out))
         out.append([])
         parts.append(AddPart(ask.specs, cwd, env, ask.single))

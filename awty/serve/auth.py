@@ -4,9 +4,11 @@ process; its scopes decide what it may do, its rate how often (``limits``).
 
 The adds (``POST /v1/jobs``, ``/v1/jobs/batch``) take a token found before from this
 process's cache instead: their group commit (``adds``) looks every token up again, once a
-group, in the store's thread before the group's transaction, and refuses a revoked one there.
-A token's record never changes (a token made anew under a name has another secret), so a
-cached one differs from the store's only by being gone."""
+group, in the store's thread before the group's transaction, refuses a revoked one there and
+adds with the store's record. What the cache is asked (scopes, callback prefixes, rate) never
+changes while the token lives (a token made anew under a name has another secret; ``token env``
+changes its exec environment only), so a cached token differs from the store's there only by
+being gone."""
 
 from __future__ import annotations
 
