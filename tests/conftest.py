@@ -114,6 +114,18 @@ def pg_database():
     db.drop()
 
 
+@pytest.fixture
+def pg_schema(pg_database):
+    """A schema name of this test's own in the session database (not created: the test or its
+    fixture makes it, as awty would), dropped with everything in it after the test."""
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    yield schema
+    import psycopg
+
+    with psycopg.connect(pg_database.url, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 @dataclass
 class Backend:
     """Where a test home keeps its jobs: ``args`` go on every ``awty`` command line (and
@@ -135,7 +147,7 @@ def backend(request, monkeypatch):
         yield Backend("sqlite", [], {}, {})
         return
     db = request.getfixturevalue("pg_database")
-    schema = f"c_{uuid.uuid4().hex[:10]}"
+    schema = request.getfixturevalue("pg_schema")
     monkeypatch.setenv("AWTY_DATABASE_SCHEMA", schema)
     from awty import store
 
@@ -144,7 +156,3 @@ def backend(request, monkeypatch):
     env = {"AWTY_DATABASE_URL": url, "AWTY_DATABASE_SCHEMA": schema}
     yield Backend("postgres", ["--database-url", url], {"database_url": url,
                                                         "database_schema": schema}, env)
-    import psycopg
-
-    with psycopg.connect(db.url, autocommit=True) as c:
-        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

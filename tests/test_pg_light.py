@@ -23,15 +23,10 @@ from pgrelay import Relay
 
 
 @pytest.fixture
-def pg(pg_database):
+def pg(pg_database, pg_schema):
     """A fresh schema of the session database: (libpq URL, awty's URL, schema)."""
-    schema = f"l_{uuid.uuid4().hex[:10]}"
-    store.open(store.StoreSpec("postgres", pg_database.url, schema), mode="init").close()
-    yield pg_database.url, pg_url(pg_database.url), schema
-    import psycopg
-
-    with psycopg.connect(pg_database.url, autocommit=True) as c:
-        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    store.open(store.StoreSpec("postgres", pg_database.url, pg_schema), mode="init").close()
+    return pg_database.url, pg_url(pg_database.url), pg_schema
 
 
 def _rows(url: str, schema: str) -> list[dict]:

@@ -69,19 +69,12 @@ def test_readme_install_section_names_the_extra():
 
 # --- 2. the URL is kept ----------------------------------------------------------------------
 @pytest.fixture
-def pg(pg_database):
+def pg(pg_database, pg_schema):
     """A PostgreSQL URL (the session database) and a schema name of this test's own, dropped
     afterwards."""
-    import uuid
-
-    import psycopg
-
     from helpers import pg_url
 
-    schema = f"onramp_{uuid.uuid4().hex[:8]}"
-    yield pg_url(pg_database.url), schema
-    with psycopg.connect(pg_database.url, autocommit=True) as c:
-        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return pg_url(pg_database.url), pg_schema
 
 
 def pending_in(url: str, schema: str) -> list[str]:

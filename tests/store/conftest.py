@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,12 +70,7 @@ def case(request, tmp_path) -> Case:
         yield Case("sqlite", str(tmp_path / "awty.db"))
         return
     db = request.getfixturevalue("pg_database")
-    schema = f"t_{uuid.uuid4().hex[:10]}"
-    yield Case("postgres", db.url, schema)
-    import psycopg
-
-    with psycopg.connect(db.url, autocommit=True) as c:
-        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    yield Case("postgres", db.url, request.getfixturevalue("pg_schema"))
 
 
 @pytest.fixture

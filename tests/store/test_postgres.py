@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,20 +29,15 @@ def jobs(n: int, prefix: str = "01J") -> list[Job]:
 
 
 @pytest.fixture
-def pg(pg_database):
+def pg(pg_database, pg_schema):
     """A fresh schema in the session database, dropped after the test."""
     from awty.store.postgres import PostgresStore
 
-    schema = f"t_{uuid.uuid4().hex[:10]}"
     # leases in the time these tests give (as the contract tests): test_the_databases_clock…
     # checks the database's own, what runners use
-    store = PostgresStore(pg_database.url, schema=schema, create=True, lease_clock="caller")
+    store = PostgresStore(pg_database.url, schema=pg_schema, create=True, lease_clock="caller")
     yield store
     store.close()
-    import psycopg
-
-    with psycopg.connect(pg_database.url, autocommit=True) as c:
-        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture(scope="module")
