@@ -91,6 +91,7 @@ def test_a_revoked_write_token_is_refused_at_once_by_every_process(served):
         second.stop()
 
 
+@pytest.mark.slow  # starts a real awty serve on each store: 3-4 s of setup on a busy machine
 def test_add_parts_each_part_alone_in_one_transaction(served):
     """The library's side, where grouping is certain: a bad part gets its error and the others
     are stored; a clash the store refuses sends each part on its own, as if one by one."""
