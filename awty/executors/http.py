@@ -42,7 +42,8 @@ from ..slots import iso
 from .base import Answered
 from .breaker import HOST_WIDE, Breaker
 from .http_answers import result_of
-from .http_transport import _BadResponse, _Closed, _Conn, _oserror_text, _Pool, _Target, _Try
+from .http_transport import (_BadResponse, _BadTarget, _Closed, _Conn, _oserror_text, _Pool,
+                             _Target, _Try)
 from .proxy import Proxies, Proxy, ProxyError, open_tunnel
 
 _VISIBLE = re.compile(r"[!-~]+")
@@ -88,6 +89,10 @@ _PINNED = "\x00"
 _PINNED_BYTES = _PINNED.encode()
 
 
+class _Unsendable(Exception):
+    """The job's own data cannot be sent (``_request``): the attempt fails with this text."""
+
+
 # --- the executor ----------------------------------------------------------------------------
 class HttpExecutor:
     """Runs ``http`` jobs. Create it inside the event loop that will run it (or let it bind to
@@ -107,7 +112,7 @@ class HttpExecutor:
         self._threshold = max(1, int(settings.breaker_threshold))
         self._per_host = max(1, int(settings.per_host_concurrency))
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._targets: dict[str, _Target] = {}
+        self._targets: dict[str, _Target | _BadTarget] = {}
         self._pools: dict[tuple[str, str, int], _Pool] = {}
         self._endpoints: dict[tuple[tuple[str, str, int], str], Breaker] = {}
         self._proxies = Proxies.from_env(os.environ if env is None else env)
@@ -146,8 +151,7 @@ class HttpExecutor:
             loop.call_soon(done, Result(Answer.RETRY if t.retry else Answer.FAIL, error=t.error))
             return
         pool = t.pool
-        assert pool is not None
-        if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
+        if pool.breaker.open or t.endpoint.open:
             loop.call_soon(done, self._deferred(pool, t))
             return
         a = _Try(job, attempt, t, done)
@@ -209,18 +213,18 @@ class HttpExecutor:
             self._endpoints.clear()
         self._loop = loop
 
-    def _target(self, url: str) -> _Target:
+    def _target(self, url: str) -> _Target | _BadTarget:
         t = self._parse_target(url)
         if len(self._targets) >= 100_000:
             self._targets.clear()
         self._targets[url] = t
         return t
 
-    def _parse_target(self, url: str) -> _Target:
+    def _parse_target(self, url: str) -> _Target | _BadTarget:
         try:
             netguard.check_url(url, self._settings)
         except InvalidInput as e:
-            return _Target(error=str(e))
+            return _BadTarget(str(e))
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         host = parts.hostname or ""
@@ -229,7 +233,7 @@ class HttpExecutor:
         try:
             ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
         except UnicodeError:
-            return _Target(error=f"target {url!r}: the host name cannot be encoded (IDNA)")
+            return _BadTarget(f"target {url!r}: the host name cannot be encoded (IDNA)")
         if ":" in ascii_host:  # an IPv6 literal
             ascii_host = ascii_host.split("%", 1)[0]
             host_header = f"[{ascii_host}]"
@@ -246,7 +250,7 @@ class HttpExecutor:
             proxy = self._proxies.for_target(scheme, ascii_host, port)
             pool = self._pools[key] = _Pool(key, host, ascii_host, self._per_host, proxy)
         if pool.proxy is not None and pool.proxy.error is not None:
-            return _Target(error=pool.proxy.error, retry=True)
+            return _BadTarget(pool.proxy.error, retry=True)
         if pool.proxy is not None and not pool.tls:
             # a forward proxy takes the absolute form; https goes through a CONNECT tunnel.
             # The authority is the checked address, known once resolved: _send puts it in.
@@ -254,11 +258,11 @@ class HttpExecutor:
         else:
             line = f"POST {path} HTTP/1.1\r\n"
         ep_path = quote(parts.path or "/", safe="/%!$&'()*+,;=:@-._~")
-        ep = self._endpoints.get((key, ep_path))
-        if ep is None:
-            ep = self._endpoints[(key, ep_path)] = Breaker()
+        endpoint = self._endpoints.get((key, ep_path))
+        if endpoint is None:
+            endpoint = self._endpoints[(key, ep_path)] = Breaker()
         head = f"{line}Host: {host_header}\r\n{self._fixed}"
-        return _Target(pool=pool, head=head, path=ep_path, ep=ep)
+        return _Target(pool, head, ep_path, endpoint)
 
     def _deferred(self, pool: _Pool, t: _Target) -> Result:
         if pool.breaker.open:
@@ -270,22 +274,22 @@ class HttpExecutor:
     def _failed(self, t: _Target, pool: _Pool) -> None:
         """A timeout or a connection dropped before an answer: the endpoint's failure, and the
         host's when other endpoints fail too (``breaker``)."""
-        t.ep.failure(self._threshold, t.path)  # type: ignore[union-attr]
+        t.endpoint.failure(self._threshold, t.path)
         pool.breaker.failure(self._threshold, t.path, spread=True)
 
     def _answered(self, t: _Target, pool: _Pool) -> None:
-        t.ep.success()  # type: ignore[union-attr]
+        t.endpoint.success()
         pool.breaker.success()
 
     # -- one attempt ------------------------------------------------------------------------
-    def _request(self, job: Job, attempt: Attempt, t: _Target) -> bytes | str:
-        """The request bytes, or an error text when the job's own data cannot be sent."""
+    def _request(self, job: Job, attempt: Attempt, t: _Target) -> bytes:
+        """The request bytes; ``_Unsendable`` when the job's own data cannot be sent."""
         if not _VISIBLE.fullmatch(job.id):
-            return f"job id {job.id!r} cannot be sent in a header"
+            raise _Unsendable(f"job id {job.id!r} cannot be sent in a header")
         try:
             body = callback_body(job, attempt)
         except UnicodeEncodeError:
-            return "the job's payload or entity cannot be encoded as UTF-8"
+            raise _Unsendable("the job's payload or entity cannot be encoded as UTF-8") from None
         ts = int(self._clock.now().timestamp())
         extra = ""
         if job.headers:
@@ -295,7 +299,7 @@ class HttpExecutor:
                     continue  # stored before add refused it: never sent, it would break framing
                 refusal = wire.header_refusal(name, value)
                 if refusal is not None:
-                    return f"header: {refusal[:200]}"
+                    raise _Unsendable(f"header: {refusal[:200]}")
                 lines.append(f"{name}: {value}\r\n")
             extra = "".join(lines)
         if job.schedule is not None:
@@ -314,26 +318,26 @@ class HttpExecutor:
         try:
             return head.encode() + body
         except UnicodeEncodeError:
-            return "a header of the job cannot be encoded as UTF-8"
+            raise _Unsendable("a header of the job cannot be encoded as UTF-8") from None
 
     def _begin(self, pool: _Pool, a: _Try) -> Result | None:
         """``a`` has a turn of ``pool``: send its request (or start opening a connection for
         it). A Result when it ends at once, without using its turn."""
         t = a.target
-        if pool.breaker.open or t.ep.open:  # type: ignore[union-attr]
+        if pool.breaker.open or t.endpoint.open:
             return self._deferred(pool, t)  # opened while it waited its turn
         a.t0 = _monotonic()
         loop = self._loop
         assert loop is not None
         a.deadline = loop.time() + a.attempt.timeout
-        data = self._request(a.job, a.attempt, t)
-        if data.__class__ is str:
-            return Result(Answer.FAIL, error=data, duration=_monotonic() - a.t0)
-        a.data = data  # type: ignore[assignment]
+        try:
+            a.request = self._request(a.job, a.attempt, t)
+        except _Unsendable as e:
+            return Result(Answer.FAIL, error=str(e), duration=_monotonic() - a.t0)
         idle = pool.idle
         while idle:
             conn = idle.pop()
-            if conn.closed or conn.transport.is_closing():  # type: ignore[union-attr]
+            if conn.closed or conn.transport.is_closing():
                 conn.abort()
                 continue
             a.reused = True
@@ -348,14 +352,16 @@ class HttpExecutor:
         conn.pool = pool
         conn.current = a
         if pool.proxy is not None and not pool.tls:  # the request line's address (_target)
-            a.data = a.data.replace(_PINNED_BYTES, pool.pinned.encode(), 1)  # type: ignore
+            pinned = pool.pinned
+            assert pinned is not None  # resolved before its first connection (_resolve)
+            a.request = a.request.replace(_PINNED_BYTES, pinned.encode(), 1)
         a.timer = loop.call_at(a.deadline, conn.expire)
         conn.expect()
         # Written with the others of this turn of the loop, once its callbacks are done: a
         # write wakes a receiver that went to sleep (~15 µs a write here), a batch wakes it
         # once. Requests written one at a time as each answer came cost twice as much.
         out = self._outbox
-        out.append((conn, a.data))
+        out.append((conn, a.request))
         if len(out) == 1:
             loop.call_soon(self._write_out)
 
@@ -363,7 +369,7 @@ class HttpExecutor:
         out, self._outbox = self._outbox, []
         for conn, data in out:
             if conn.pending and not conn.closed:
-                conn.transport.write(data)  # type: ignore[union-attr]
+                conn.transport.write(data)
 
     def _on_answer(self, conn: _Conn, error: BaseException | None) -> None:
         """The connection's answer to ``conn.current`` (or why there is none)."""
@@ -450,11 +456,11 @@ class HttpExecutor:
             self._release(pool)
             a.done(e)
             return
-        if got.__class__ is Result:
+        if isinstance(got, Result):  # once per new connection, not per request
             self._release(pool)
             a.done(got)
             return
-        self._send(got, pool, a)  # type: ignore[arg-type]
+        self._send(got, pool, a)
 
     async def _connect(self, pool: _Pool, loop: asyncio.AbstractEventLoop,
                        t0: float) -> _Conn | Result:
@@ -484,7 +490,8 @@ class HttpExecutor:
                 return Result(Answer.RETRY, duration=_monotonic() - t0,
                               error=f"cannot resolve proxy {proxy.host}: {_oserror_text(e)}")
         else:
-            addrs = pool.addrs  # type: ignore[assignment]
+            assert pool.addrs is not None  # resolved: neither refused nor a DNS error (above)
+            addrs = pool.addrs
         last: BaseException | None = None
         for family, sockaddr in addrs:
             sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -492,7 +499,8 @@ class HttpExecutor:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, sockaddr)
                 if proxy is not None and ctx is not None:
-                    await open_tunnel(loop, sock, proxy, pool.pinned)  # type: ignore[arg-type]
+                    assert pool.pinned is not None  # resolved (above): _resolve pinned it
+                    await open_tunnel(loop, sock, proxy, pool.pinned)
                 _, conn = await loop.create_connection(
                     self._factory, sock=sock, ssl=ctx,
                     server_hostname=pool.sni if ctx is not None else None)

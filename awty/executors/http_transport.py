@@ -1,8 +1,8 @@
 """The ``http`` executor's wire: one HTTP/1.1 client connection (a bare ``asyncio.Protocol``
 whose responses httptools, uvicorn's C parser, reads), and the state the executor keeps per host
 (``_Pool``: connections, turns, breaker, resolved addresses, proxy), per attempt (``_Try``) and
-per target URL (``_Target``). Nothing here decides what an answer means (``http_answers``) or
-when a request goes out (``http``).
+per target URL (``_Target``, or ``_BadTarget`` for one no request can go to). Nothing here
+decides what an answer means (``http_answers``) or when a request goes out (``http``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -60,7 +60,9 @@ class _Conn(asyncio.Protocol):
 
     def __init__(self, cap: int, on_lost: Callable[[_Conn], None],
                  on_answer: Callable[[_Conn, BaseException | None], None]):
-        self.transport: asyncio.Transport | None = None
+        # set by connection_made, which asyncio calls before any other method of the protocol;
+        # the executor holds a connection only once create_connection returned it
+        self.transport: asyncio.Transport
         self.parser = httptools.HttpResponseParser(self)
         self.pending = False  # a request was written and its answer is awaited
         self.closed = False
@@ -88,15 +90,16 @@ class _Conn(asyncio.Protocol):
             self.on_answer(self, error)
 
     # asyncio.Protocol
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a TCP connection's transport (asyncio.Protocol's signature names the base class)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if not self.pending:
             # Bytes nobody asked for (or the tail of a response we stopped reading): this
             # connection's framing can no longer be trusted.
             self.closed = True
-            self.transport.abort()  # type: ignore[union-attr]
+            self.transport.abort()
             return
         self.got_bytes = True
         try:
@@ -159,7 +162,7 @@ class _Conn(asyncio.Protocol):
     # client side
     def _fail(self, exc: BaseException) -> None:
         self.closed = True
-        self.transport.abort()  # type: ignore[union-attr]
+        self.transport.abort()
         self._answer(exc)
 
     def expect(self) -> None:
@@ -178,8 +181,7 @@ class _Conn(asyncio.Protocol):
 
     def abort(self) -> None:
         self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
+        self.transport.abort()
 
 
 # --- per host and per target state -----------------------------------------------------------
@@ -216,7 +218,8 @@ class _Pool:
 class _Try:
     """One attempt of one job, from ``submit`` to its answer."""
 
-    __slots__ = ("job", "attempt", "target", "done", "t0", "deadline", "data", "timer", "reused")
+    __slots__ = ("job", "attempt", "target", "done", "t0", "deadline", "request", "timer",
+                 "reused")
 
     def __init__(self, job: Job, attempt: Attempt, t: _Target, done: Answered):
         self.job = job
@@ -225,22 +228,32 @@ class _Try:
         self.done = done
         self.t0 = 0.0  # monotonic, when its turn came (its duration counts from there)
         self.deadline = 0.0  # the loop's clock
-        self.data = b""
+        self.request = b""  # its bytes, once its turn came
         self.timer: asyncio.TimerHandle | None = None
         self.reused = False  # sent on a pooled connection (a stale one is retried once)
 
 
 class _Target:
-    __slots__ = ("error", "retry", "pool", "head", "path", "ep")
+    """A URL requests can go to: its host's pool, the request's first lines, its endpoint."""
 
-    def __init__(self, error: str | None = None, pool: _Pool | None = None, head: str = "",
-                 path: str = "", ep: Breaker | None = None, retry: bool = False):
-        self.error = error
-        self.retry = retry  # the error is the operator's setting (a proxy): fixed, jobs go on
+    __slots__ = ("pool", "head", "path", "endpoint")
+    error = None  # the discriminant shared with _BadTarget
+
+    def __init__(self, pool: _Pool, head: str, path: str, endpoint: Breaker):
         self.pool = pool
         self.head = head  # request line + Host + the fixed headers
         self.path = path  # the endpoint's path (no query), for its breaker and messages
-        self.ep = ep
+        self.endpoint = endpoint  # the endpoint's breaker
+
+
+class _BadTarget:
+    """A URL no request goes to: every attempt of it ends at once with ``error``."""
+
+    __slots__ = ("error", "retry")
+
+    def __init__(self, error: str, retry: bool = False):
+        self.error = error
+        self.retry = retry  # the error is the operator's setting (a proxy): fixed, jobs go on
 
 
 def _oserror_text(e: BaseException) -> str:
