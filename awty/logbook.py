@@ -10,9 +10,9 @@ import logging
 import os
 import socket
 import sys
+from io import TextIOWrapper
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import IO
 
 from .safeio import NOFOLLOW, write_new
 
@@ -22,10 +22,11 @@ class _PrivateRotatingFileHandler(RotatingFileHandler):
     the umask and never through a symlink; undecodable text (a file name with stray bytes) is
     escaped, not an error."""
 
-    # typeshed's return type for _open differs between versions (hence unused-ignore too)
-    def _open(self) -> IO[str]:  # type: ignore[override, unused-ignore]
+    def _open(self) -> TextIOWrapper:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600)
-        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+        # "a": RotatingFileHandler's mode whenever it rotates (self.mode), and the file is
+        # opened O_APPEND above
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
     def handleError(self, record: logging.LogRecord) -> None:
         """A line that cannot be written (a full or read-only disk) is dropped: logging's

@@ -11,7 +11,10 @@ from .record import Record, _draft, _seal
 TYPE_CHECKING = False  # typing costs `awty add` ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from datetime import datetime
-    from typing import Any
+    from typing import Any, final
+else:
+    def final(cls: type) -> type:  # typing.final, for mypy only: nothing to do at run time
+        return cls
 
 
 class Kind(StrEnum):
@@ -355,6 +358,7 @@ class Execution(Record):
 
 
 # -- decisions: what the runner asks the store to apply after an execution ------------------
+@final  # nothing subclasses a decision: ``type(d) is End`` tells the two apart
 class End(Record):
     """End a job: delete it from future_job and write its history row."""
 

@@ -381,7 +381,7 @@ class SlotRun:
             self._claimed_all()
             if self.claim_after_prepare:
                 self._exhaust()
-            elif self._kick_prepare() is not None and not self.preparing.done():  # type: ignore[union-attr]
+            elif (preparing := self._kick_prepare()) is not None and not preparing.done():
                 self.wait_prepare = True  # the next claim, made once it ended, sees its drop-ins
         self.queue.extend(jobs)
         if jobs and not self.exhausted and len(self.ready) < self.start_size:

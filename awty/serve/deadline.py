@@ -11,7 +11,7 @@ same as uvicorn's own keep-alive timer."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -19,8 +19,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 class ReadDeadline(HttpToolsProtocol):
     read_timeout = 30.0  # set by ``protocol``
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a TCP server's transport (uvicorn's signature says so; asyncio's names the base class)
+        super().connection_made(cast(asyncio.Transport, transport))
         self._deadline: asyncio.TimerHandle | None = self.loop.call_later(
             self.read_timeout, self._too_slow)
 

@@ -304,8 +304,12 @@ def settle(p: ClaimPlan, found: dict[str, Schedule], now: datetime, taken: Taken
     an occurrence that has one (``first_free``), the schedules move to what is left."""
     p.whole()
     nexts = {(name, new) for new, name, _ in p.moves}
-    jobs = [j for j in p.jobs if (j.schedule, j.occurrence) not in nexts
-            and taken(j.schedule, j.occurrence) is None]  # type: ignore[arg-type]
+    jobs = []
+    for j in p.jobs:
+        name, at = j.schedule, j.occurrence
+        assert name is not None and at is not None  # an occurrence's job (occurrence_job)
+        if (name, at) not in nexts and taken(name, at) is None:
+            jobs.append(j)
     for i, (new, name, old) in enumerate(p.moves):
         s = found[name]
         at, make = first_free(s, new, taken)

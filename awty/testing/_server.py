@@ -21,7 +21,7 @@ import ssl
 import threading
 import time
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -59,10 +59,10 @@ class _Conn(asyncio.Protocol):
         self.body: list[bytes] = []
 
     # -- asyncio ------------------------------------------------------------------------------
-    # asyncio.Protocol's takes a BaseTransport; a TCP server's is always a Transport
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self.transport = transport
-        self.number = self.server.opened(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # asyncio.Protocol's names a BaseTransport; a TCP server's is always a Transport
+        tcp = self.transport = cast(asyncio.Transport, transport)
+        self.number = self.server.opened(tcp)
         self.room.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -273,9 +273,9 @@ def serve_constant(port: int, *, status: int = 204, reuse_port: bool = False,
     class Constant(asyncio.Protocol):
         __slots__ = ("transport", "parser")
 
-        # a TCP server's transport (asyncio.Protocol's takes a BaseTransport)
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            self.transport = transport
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            # a TCP server's transport (asyncio.Protocol's signature names the base class)
+            self.transport = cast(asyncio.Transport, transport)
             self.parser = httptools.HttpRequestParser(self)
 
         def data_received(self, data: bytes) -> None:
