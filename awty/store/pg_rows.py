@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, overload
 
@@ -14,6 +14,7 @@ from . import rules
 from .jobdict import job_to_json
 
 if TYPE_CHECKING:
+    from psycopg import Cursor
     from psycopg.rows import TupleRow
 
 KINDS = {k.value: k for k in Kind}
@@ -26,6 +27,15 @@ def one(row: TupleRow | None) -> TupleRow:
     locked before)."""
     assert row is not None
     return row
+
+
+def copy_rows(cur: Cursor[TupleRow], sql: str, types: Sequence[str],
+              rows: Iterable[Sequence[Any]]) -> None:
+    """``rows`` into a table by ``COPY ... FROM STDIN`` (``sql``), typed ``types`` (binary)."""
+    with cur.copy(sql) as copy:
+        copy.set_types(types)
+        for row in rows:
+            copy.write_row(row)
 
 
 def lock_key(text: str) -> int:

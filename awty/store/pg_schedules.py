@@ -3,7 +3,7 @@ the caller's transaction, on its cursor; what each decides is ``schedrules``'.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -13,7 +13,9 @@ from psycopg import errors as pg_errors
 from ..errors import ScheduleNotFound
 from ..model import Job, Outcome, Schedule
 from .jobdict import job_from_json, job_to_json
-from .pg_rows import history_row, job_to_row, one, row_to_job, sec, shard_key
+from .pg_rows import (
+    copy_rows, history_row, job_to_row, one, row_to_job, sec, shard_key,
+)
 from .pg_sql import HISTORY_COPY_TYPES, JOB_COLUMNS, JOB_COPY_TYPES, Sql
 
 if TYPE_CHECKING:
@@ -47,14 +49,6 @@ def must(cur: Cursor[TupleRow], sql: Sql, name: str) -> Schedule:
     return row_to_schedule(r)
 
 
-def copy(cur: Cursor[TupleRow], sql_text: str, types: Sequence[str],
-         rows: Iterable[Sequence[Any]]) -> None:
-    with cur.copy(sql_text) as cp:
-        cp.set_types(types)
-        for row in rows:
-            cp.write_row(row)
-
-
 def arm(cur: Cursor[TupleRow], sql: Sql, s: Schedule, now: datetime) -> Job:
     """Make ``s``'s pending occurrence (``next_at``) unless a job of it exists
     (``schedrules.first_free``); returns its job."""
@@ -67,7 +61,7 @@ def arm(cur: Cursor[TupleRow], sql: Sql, s: Schedule, now: datetime) -> Job:
         return row_to_job(one(cur.execute(sql.schedule_occurrence_job,
                                           (s.name, sec(at))).fetchone()))
     job = occurrence_job(s, at, now)
-    copy(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, None)])
+    copy_rows(cur, sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, None)])
     return job
 
 
@@ -100,19 +94,19 @@ def rearm(cur: Cursor[TupleRow], sql: Sql, claimed: list[Job], now: datetime,
     if p.jobs or p.alike:
         try:
             with cur.connection.transaction():  # a savepoint
-                copy(cur, sql.copy_jobs, JOB_COPY_TYPES, _rows(p))
+                copy_rows(cur, sql.copy_jobs, JOB_COPY_TYPES, _rows(p))
         except pg_errors.UniqueViolation:
             # An occurrence to make has its job already (the (schedule, occurrence) key):
             # that job is the occurrence's; the claim goes on (``sqlite_schedules.rearm``).
             settle(p, found, now, partial(_taken, cur, sql))
-            copy(cur, sql.copy_jobs, JOB_COPY_TYPES, _rows(p))
+            copy_rows(cur, sql.copy_jobs, JOB_COPY_TYPES, _rows(p))
     history = [history_row(j, Outcome.SKIPPED, reason, now, None, owner=owner)
                for j, reason in p.skipped]
     # Schedules of one rule move alike: one statement for each (from, to).
     for (new, old), moved in group_moves(p.moves).items():
         cur.execute(sql.schedules_move, (sec(new), sec(old), moved))
     if history:
-        copy(cur, sql.copy_history, HISTORY_COPY_TYPES, history)
+        copy_rows(cur, sql.copy_history, HISTORY_COPY_TYPES, history)
     if p.dropped:
         cur.execute(sql.delete_jobs, (list(p.dropped),))
     return p.dropped

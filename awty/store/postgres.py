@@ -40,7 +40,8 @@ from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
 from .pg_watch import Watch
 from .pg_rows import (
-    execution_row, history_row, job_to_row, lock_key, one, row_to_history, row_to_job, sec,
+    copy_rows, execution_row, history_row, job_to_row, lock_key, one, row_to_history, row_to_job,
+    sec,
 )
 from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
 from .spec import StoreSpec
@@ -365,7 +366,7 @@ class PostgresStore:
         out, rows = rules.admit(jobs, fingerprints, known)
         if rows:
             try:
-                self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
+                copy_rows(cur, self.sql.copy_jobs, JOB_COPY_TYPES,
                            [job_to_row(j, fp) for j, fp in rows])
             except pg_errors.UniqueViolation as e:
                 if e.diag.constraint_name == "future_job_occurrence":
@@ -540,7 +541,7 @@ class PostgresStore:
                 cancelled.append(job)
                 history.append(history_row(job, Outcome.CANCELLED, reason, now, r[-3]))
         if cancelled:
-            self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, history)
+            copy_rows(cur, self.sql.copy_history, HISTORY_COPY_TYPES, history)
             cur.execute(self.sql.delete_jobs, ([j.id for j in cancelled],))
         return cancelled, running
 
@@ -597,7 +598,7 @@ class PostgresStore:
                                                                 (key,)).fetchone()),
                               held_by=held[0] if held else None,
                               schedule_at=at[0] if at else None)
-            self._copy(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
+            copy_rows(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
         return job
 
     def prune(self, before: datetime, *, dry_run: bool = False) -> int:
@@ -771,25 +772,17 @@ class PostgresStore:
                 if ends:
                     owned = dict(cur.execute(self.sql.end_owned,
                                              ([e.job.id for e in ends], owner)).fetchall())
-                    self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
+                    copy_rows(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
                         history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
                                      e.lateness, owner) for e in ends if e.job.id in owned])
                     applied.update(owned)
                 if executions:
-                    self._copy(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
+                    copy_rows(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
                                map(execution_row, executions))
         except UnicodeEncodeError as e:
             raise Unstorable(f"PostgreSQL at {self.where}: cannot record results: {e}"
                              ) from None
         return [d for d in decisions if d.job.id in applied]
-
-    @staticmethod
-    def _copy(cur: Cursor[TupleRow], sql: str, types: Sequence[str],
-              rows: Iterable[Sequence[Any]]) -> None:
-        with cur.copy(sql) as copy:
-            copy.set_types(types)
-            for row in rows:
-                copy.write_row(row)
 
     def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
         with self._tx("cannot release") as cur:
@@ -934,7 +927,7 @@ class PostgresStore:
                     cur.executemany(self.sql.schedule_insert,
                                     [pg_schedules.schedule_to_row(s) for s in schedules])
                 added = self._add(cur, jobs, fingerprints) if jobs else []
-                self._copy(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
+                copy_rows(cur, self.sql.copy_history, HISTORY_COPY_TYPES, values())
         except UnicodeEncodeError as e:
             raise Unstorable(f"PostgreSQL at {self.where}: cannot import: {e}") from None
         except _OccurrenceTaken:
