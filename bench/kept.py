@@ -2,13 +2,14 @@
 ``<!-- NAME:end -->`` and is carried over verbatim when the default run rewrites the report.
 ``peers`` is written by ``--peers`` (so either run leaves the other's figures in place);
 ``history`` is kept by hand: the run-by-run performance log, what was tried and what moved each
-figure (README keeps only the current figures)."""
+figure (README keeps only the current figures); so is ``why``: the latest explanation of each
+row that may miss its target, by the row's key, which a run names for each row it missed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-KEPT = ("peers", "history")
+KEPT = ("why", "peers", "history")
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -51,7 +51,7 @@ class Report:
         self.notable: list[tuple[str, float]] = []
         self.facts: list[tuple[str, str]] = []
         self.profiles: list[str] = []
-        self.why: list[str] = []  # a missed target's explanation (bench/whynot.py), each
+        self.missed: list[tuple[str, str]] = []  # (key, label) of each row that missed its target
 
     def row(self, key: str, label: str, unit: str, target: str = "—",
             check: Callable[[float], bool] | None = None, fmt: str = "{:,.0f}") -> Row:
@@ -123,8 +123,10 @@ def write_markdown(rep: Report, path: Path, title: str) -> None:
         if cells[-1] == "NO":
             cells[-1] = "**NO**"
         lines.append("| " + " | ".join(cells) + " |")
-    if rep.why:
-        lines += ["", "## Targets not met, and why", ""] + [f"- {w}" for w in rep.why]
+    if rep.missed:  # why: the hand-kept block below, by the row's key (kept.py)
+        lines += ["", "## Targets not met", "", "Why each was missed, by its key: \"Why a target "
+                  "is missed\" below.", ""]
+        lines += [f"- **{label}** (`{key}`)" for key, label in rep.missed]
     from .kept import KEPT, carry
 
     for name in KEPT:  # `--peers` figures stay until it runs again; the history is hand-kept

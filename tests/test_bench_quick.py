@@ -119,3 +119,24 @@ def test_a_kept_block_is_replaced_in_place_and_carried(tmp_path):
     assert "first" not in text and text.index("second") < text.index("tail")
     assert kept.carry(out, "peers") == "<!-- peers:start -->\nsecond\n<!-- peers:end -->"
     assert kept.carry(out, "history") is None
+
+
+def test_a_missed_row_is_named_by_its_key_and_the_why_block_is_carried(tmp_path):
+    """A run names each missed row with its key; why it is missed is the hand-kept ``why``
+    block, carried over from the report it rewrites (no prose in the bench's code)."""
+    from types import SimpleNamespace
+
+    from bench.report import Report, write_markdown
+
+    out = tmp_path / "BENCH.md"
+    why = "<!-- why:start -->\n## Why a target is missed\n- `ratio`: by hand\n<!-- why:end -->"
+    out.write_text(f"old\n{why}\n")
+    rep = Report(SimpleNamespace(quick=True))
+    rep.command = "scripts/bench --quick"
+    rep.row("ratio", "a ratio", "×", "≥ 2×", lambda v: v >= 2).values.append(1.0)
+    rep.missed = [("ratio", "a ratio")]
+    write_markdown(rep, out, "awty benchmarks")
+    text = out.read_text()
+    assert "## Targets not met\n" in text and "- **a ratio** (`ratio`)" in text
+    assert why in text and text.index("(`ratio`)") < text.index(why)
+    assert "old" not in text.splitlines()
