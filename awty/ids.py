@@ -51,6 +51,7 @@ def shard_of(job_id: str, count: int) -> int:
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> 2 characters
 _SHIFTS = range(120, -10, -10)
+_LOW = range(70, -10, -10)  # the random part's pairs (``new_ids``)
 
 
 _random = bytearray()  # os.urandom bytes not yet used: one system call per 400 ids, not each
@@ -109,6 +110,32 @@ def new_id(at: datetime) -> str:
         _last[ms] = r
     n = (ms << 80) | r
     return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
+
+
+def new_ids(at: datetime, n: int) -> list[str]:
+    """``n`` ids of ``at``, as ``n`` calls of ``new_id`` would make them (going up in the order
+    given), taken under one lock: a claim re-arming many
+    schedules of one slot makes an id for each next occurrence (issue 32)."""
+    if n <= 0:
+        return []
+    ms = int(at.timestamp() * 1000)
+    parts = []
+    with _lock:
+        prev = _last.get(ms)
+        r = 0
+        for _ in range(n):
+            if prev is None or prev >= _TOP - (1 << _STEP_BITS):
+                r = _take(10) >> (80 - _FRESH_BITS)
+                if len(_last) >= 4096:
+                    _last.clear()
+            else:
+                r = prev + 1 + _take(4)
+            parts.append(r)
+            prev = r
+        _last[ms] = r
+    # The time is the first ten characters (bits 80-129: five whole pairs), the same for all
+    head = "".join([_PAIRS[(ms >> s) & 1023] for s in range(40, -10, -10)])
+    return [head + "".join([_PAIRS[(r >> s) & 1023] for s in _LOW]) for r in parts]
 
 
 # -- runner (lease owner) ids: "host:pid:nonce" ----------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from ..ids import new_id
+from ..ids import new_id, new_ids
 from ..model import Job, Schedule, Status
 from ..record import Record, _draft, _seal
 from ..slots import slot_for
@@ -210,6 +210,8 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
     # (template, nominal time, slot) -> the (id, name) of the jobs made like the first
     made: dict[tuple[Any, ...], list[tuple[str, str]]] = {}
     moved: dict[str, datetime] = {}  # next_at of the schedules moved so far
+    # slot -> the jobs made like another, in claim order: (the other's list, schedule name)
+    names: dict[datetime, list[tuple[list[tuple[str, str]], str]]] = {}
     for job in claimed:
         s = found.get(job.schedule) if job.schedule else None
         if s is None:
@@ -247,7 +249,8 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
                 made[kind] = others = []
                 out.alike.append((occurrence_job(s, nxt, now), others))
             else:
-                others.append((new_id(slot), s.name))
+                # its id is made below, with the others of its slot (``ids.new_ids``)
+                names.setdefault(slot, []).append((others, s.name))
         else:
             r = at_claim(s, job, now)
             out.jobs.extend(r.jobs)
@@ -258,6 +261,9 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
             nxt = r.next_at
         out.moves.append((nxt, s.name, s.next_at))
         moved[s.name] = nxt
+    for slot, waiting in names.items():
+        for (others, name), job_id in zip(waiting, new_ids(slot, len(waiting))):
+            others.append((job_id, name))
     return out
 
 

@@ -37,17 +37,22 @@ def schedule_to_row(s: Schedule) -> tuple[Any, ...]:
             iso(s.created_at))
 
 
-def row_to_schedule(r: Sequence[Any], templates: dict[str, Job] | None = None) -> Schedule:
-    """``templates``: the templates already read (a claim reads many schedules, often made
-    from one template): read once each."""
-    template = templates.get(r[8]) if templates is not None else None
+def row_to_schedule(r: Sequence[Any], templates: dict[str, Job] | None = None,
+                    times: dict[str, datetime] | None = None) -> Schedule:
+    """``templates``, ``times``: the templates and times already read (a claim reads many
+    schedules, often made from one template, due at one time, made at one time): read once
+    each."""
+    if templates is None or times is None:
+        return Schedule(r[0], r[1], r[2], opt_time(r[3]), r[4], r[5], r[6], r[7],
+                        job_from_json(r[8]), from_iso(r[9]), opt_time(r[10]), opt_time(r[11]))
+    template = templates.get(r[8])
     if template is None:
-        template = job_from_json(r[8])
-        if templates is not None:
-            templates[r[8]] = template
-    return Schedule(r[0], r[1], r[2], opt_time(r[3]), r[4], r[5], r[6], r[7],
-                    template, from_iso(r[9]), opt_time(r[10]),
-                    opt_time(r[11]))
+        template = templates[r[8]] = job_from_json(r[8])
+    at = [None if t is None else times.get(t) or times.setdefault(t, from_iso(t))
+          for t in (r[3], r[10], r[11])]
+    next_at = times.get(r[9]) or times.setdefault(r[9], from_iso(r[9]))
+    return Schedule(r[0], r[1], r[2], at[0], r[4], r[5], r[6], r[7], template, next_at,
+                    at[1], at[2])
 
 
 def get(c: sqlite3.Connection, name: str) -> Schedule | None:
@@ -138,7 +143,8 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
 
     names = json.dumps(sorted({j.schedule for j in claimed if j.schedule}))
     templates: dict[str, Job] = {}
-    found = {s.name: s for s in (row_to_schedule(r, templates) for r in c.execute(
+    times: dict[str, datetime] = {}
+    found = {s.name: s for s in (row_to_schedule(r, templates, times) for r in c.execute(
         SELECT_SCHEDULE + " WHERE name IN (SELECT value FROM json_each(?))", (names,)))}
     p = plan(found, claimed, now)
     c.execute("SAVEPOINT occurrences")
