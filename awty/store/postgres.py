@@ -932,6 +932,12 @@ class PostgresStore:
             raise Unstorable(f"PostgreSQL at {self.where}: cannot import: {e}") from None
         except _OccurrenceTaken:
             raise self._occurrence_taken(jobs) from None
+        except Conflict:  # ``_error``: a key hit (a job id, or a schedule's name)
+            taken = rules.schedule_taken(schedules, lambda name: self.get_schedule(name)
+                                         is not None) if schedules else None
+            if taken is not None:
+                raise taken from None
+            raise
         return added, counted[0]
 
     def _rows_streamed(self, sql: str, what: str, params: Sequence[Any] = (),

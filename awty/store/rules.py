@@ -20,7 +20,7 @@ from datetime import datetime
 
 from ..errors import Conflict
 from ..ids import runner_host_pid, runner_label
-from ..model import Added, Job, Outcome, Result, Status, run_order
+from ..model import Added, Job, Outcome, Result, Schedule, Status, run_order
 from ..slots import iso
 from ..storable import storable
 
@@ -55,6 +55,19 @@ def id_taken() -> Conflict:
     """A job id already stored (ids are ULIDs: a batch given one twice, or an import into a
     store that has them)."""
     return Conflict("cannot add: a job with one of these ids already exists")
+
+
+def schedule_taken(schedules: Sequence[Schedule],
+                   stored: Callable[[str], bool]) -> Conflict | None:
+    """An import that hit the schedule names' key: the first of ``schedules`` whose name the
+    store holds (``stored``) or the import gives twice, named; None if none is (the key hit
+    was another)."""
+    seen: set[str] = set()
+    for s in schedules:
+        if s.name in seen or stored(s.name):
+            return Conflict(f"cannot import: schedule {s.name!r} already exists")
+        seen.add(s.name)
+    return None
 
 
 def occurrence_taken(jobs: Sequence[Job],

@@ -648,6 +648,11 @@ class SQLiteStore:
         except sqlite3.IntegrityError as e:
             if "future_job.occurrence" in str(e):  # the (schedule, occurrence) key
                 raise rules.occurrence_taken(jobs, self._occurrence_id) from None
+            if "schedule.name" in str(e):
+                taken = rules.schedule_taken(
+                    schedules, lambda name: sqlite_schedules.get(self.conn, name) is not None)
+                if taken is not None:
+                    raise taken from None
             if "UNIQUE" in str(e):
                 raise rules.id_taken() from None
             raise Unstorable(f"cannot import: {e}") from None

@@ -906,6 +906,20 @@ def mk_schedule(name: str = "tick", *, cron: str = "*/5 * * * *", missed: str = 
                     None, NOW)
 
 
+def test_import_of_a_schedule_name_taken_names_it_and_changes_nothing(store):
+    """An imported schedule whose name the store holds: the refusal names the schedule (not
+    a job id), the same on both stores, and nothing of the import is kept."""
+    store.add_schedule(mk_schedule(), S1 - MIN)
+    other = mk_schedule("other")
+    with pytest.raises(Conflict) as e:
+        store.import_home([mk(S2, schedule="other", occurrence=S2)], [None], [],
+                          [other, mk_schedule(cron="0 * * * *", next_at=S2)])
+    assert str(e.value) == "cannot import: schedule 'tick' already exists"
+    assert [x.name for x in store.schedules()] == ["tick"]
+    assert store.get_schedule("tick").cron == "*/5 * * * *"
+    assert pending_of(store, "other") == []
+
+
 def pending_of(store, name: str) -> list[Job]:
     return store.schedule_jobs(name)
 
