@@ -159,7 +159,7 @@ TEXTS = {
         lease_owner = NULL, lease_key = NULL, lease_until = NULL, started_at = NULL,
         updated_at = %s WHERE id = %s RETURNING {_JOB}""",
     "in_future": "SELECT 1 FROM {s}.future_job WHERE id = %s",
-    "last_history": "SELECT job, fingerprint, outcome FROM {s}.job_history WHERE id = %s "
+    "last_history": "SELECT job, fingerprint, outcome, reason FROM {s}.job_history WHERE id = %s "
                     "ORDER BY seq DESC LIMIT 1",
     "key_in_future": "SELECT 1 FROM {s}.future_job WHERE idempotency_key = %s",
     "prune_count": "SELECT count(*) FROM {s}.job_history WHERE ended_at < %s",

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from datetime import datetime, timedelta
 
 import psycopg
@@ -529,7 +530,9 @@ class PostgresStore:
 
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur: Cursor[TupleRow], where: str, params: dict[str, Any], now: datetime,
-                reason: str) -> tuple[builtins.list[Job], builtins.list[Job]]:
+                reason: str | Callable[[Job], str]
+                ) -> tuple[builtins.list[Job], builtins.list[Job]]:
+        """``reason``: the history rows' reason, or the function giving each job's."""
         params = {**params, "clock": self._clock(now), "owner_class": self._owner_class}
         rows = cur.execute(self.sql.cancel_select.replace("{where}", where), params).fetchall()
         cancelled, running, history = [], [], []
@@ -539,7 +542,8 @@ class PostgresStore:
                 running.append(job)
             else:
                 cancelled.append(job)
-                history.append(history_row(job, Outcome.CANCELLED, reason, now, r[-3]))
+                history.append(history_row(job, Outcome.CANCELLED, reason if isinstance(
+                    reason, str) else reason(job), now, r[-3]))
         if cancelled:
             copy_rows(cur, self.sql.copy_history, HISTORY_COPY_TYPES, history)
             cur.execute(self.sql.delete_jobs, ([j.id for j in cancelled],))
@@ -586,7 +590,7 @@ class PostgresStore:
             h = cur.execute(self.sql.last_history, (job_id,)).fetchone()
             if h is None:
                 raise JobNotFound(job_id)
-            text, fp, outcome = h
+            text, fp, outcome, reason = h
             old = job_from_json(text) if text is not None else None
             key = old.idempotency_key if old is not None else None
             held = old is not None and old.occurrence is not None and cur.execute(
@@ -597,7 +601,7 @@ class PostgresStore:
                               key_free=not (key and cur.execute(self.sql.key_in_future,
                                                                 (key,)).fetchone()),
                               held_by=held[0] if held else None,
-                              schedule_at=at[0] if at else None)
+                              schedule_at=at[0] if at else None, reason=reason)
             copy_rows(cur, self.sql.copy_jobs, JOB_COPY_TYPES, [job_to_row(job, fp)])
         return job
 
@@ -843,7 +847,7 @@ class PostgresStore:
             s = pg_schedules.must(cur, self.sql, name)
             cur.execute(self.sql.schedule_pause, (now, name))
             self._cancel(cur, "f.schedule = %(name)s", {"name": name}, now,
-                         f"schedule {name} paused")
+                         partial(rules.paused_reason, s))
         return s.replace(paused_at=now)
 
     def resume_schedule(self, name: str, now: datetime) -> Schedule:

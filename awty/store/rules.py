@@ -184,9 +184,23 @@ def last_error(error: str | None, result: Result | None) -> str | None:
 
 
 # --- re-arming -----------------------------------------------------------------------------------
+def paused_reason(s: Schedule, job: Job) -> str:
+    """The reason a pause of ``s`` cancels ``job`` with. A job of an occurrence ``s`` has
+    moved past (a missed one ``--missed all`` made) says so: the schedule made it once, as it
+    moved past, and no other job of it can ever be made, so ``rearm`` lets retry make it
+    again; its pending occurrence's job, which resume makes anew, says only paused."""
+    if job.occurrence is not None and job.occurrence < s.next_at:
+        return _paused_past(s.name, job.occurrence)
+    return f"schedule {s.name} paused"
+
+
+def _paused_past(name: str, occurrence: datetime) -> str:
+    return f"schedule {name} paused (its missed {iso(occurrence)} occurrence)"
+
+
 def rearm(job_id: str, old: Job | None, outcome: str, *, next_check_at: datetime,
           now: datetime, key_free: bool, held_by: str | None = None,
-          schedule_at: datetime | None = None) -> Job:
+          schedule_at: datetime | None = None, reason: str | None = None) -> Job:
     """The job an ended one (its last history row: ``old``, the whole job it kept, else None)
     becomes on ``retry``: pending in ``next_check_at`` with fresh checks and attempts. A row
     that kept no job cannot be re-armed (``Conflict``); its idempotency key goes with it only
@@ -196,14 +210,16 @@ def rearm(job_id: str, old: Job | None, outcome: str, *, next_check_at: datetime
     occurrence its schedule has moved past (``schedule_at``: the schedule's ``next_at``): a
     schedule moves on from an occurrence only by claiming a job of it, so another job fired
     it (or the missed policy skipped it), and history keeps too little of a plain ended job
-    to tell which."""
+    to tell which; unless the pause cancelled it as an occurrence the schedule had moved past
+    already (``reason``, ``paused_reason``): no other job of it was ever made."""
     if old is None:
         raise not_rearmable(job_id, outcome)
     if held_by is not None:
         raise Conflict(f"job {job_id} is the {iso(old.occurrence)} occurrence of schedule "
                        f"{old.schedule}, which job {held_by} holds now; nothing to retry")
     if (outcome == Outcome.CANCELLED and old.occurrence is not None
-            and schedule_at is not None and old.occurrence < schedule_at):
+            and schedule_at is not None and old.occurrence < schedule_at
+            and reason != _paused_past(str(old.schedule), old.occurrence)):
         raise Conflict(f"job {job_id} is the {iso(old.occurrence)} occurrence of schedule "
                        f"{old.schedule}, which has moved on to {iso(schedule_at)} since it was "
                        "cancelled; nothing to retry")

@@ -13,8 +13,9 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
@@ -377,11 +378,13 @@ class SQLiteStore:
             return self._cancel_jobs(c, jobs, now, "cancelled")
 
     def _cancel_jobs(self, c: sqlite3.Connection, jobs: builtins.list[Job], now: datetime,
-                     reason: str) -> CancelResult:
+                     reason: str | Callable[[Job], str]) -> CancelResult:
+        """``reason``: the history rows' reason, or the function giving each job's."""
         running = [j for j in jobs if self._running(j, now)]
         busy = {j.id for j in running}
         cancelled = [j for j in jobs if j.id not in busy]
-        end_rows(c, [End(j, Outcome.CANCELLED, reason, None) for j in cancelled], now)
+        end_rows(c, [End(j, Outcome.CANCELLED, reason if isinstance(reason, str) else
+                         reason(j), None) for j in cancelled], now)
         return CancelResult.of(cancelled, running)
 
     def reschedule(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
@@ -562,7 +565,7 @@ class SQLiteStore:
         with self._write() as c:
             s = sqlite_schedules.set_paused(c, name, now)
             self._cancel_jobs(c, sqlite_schedules.pending_of(c, name), now,
-                              f"schedule {name} paused")
+                              partial(rules.paused_reason, s))
             return s
 
     def resume_schedule(self, name: str, now: datetime) -> Schedule:

@@ -118,7 +118,7 @@ def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
     """Re-arm an ended job as pending (see ``Store.retry``; the rule is ``rules.rearm``)."""
     if c.execute("SELECT 1 FROM future_job WHERE id = ?", (job_id,)).fetchone():
         raise rules.still_pending(job_id)
-    h = c.execute("SELECT job, fingerprint, outcome FROM job_history WHERE id = ? "
+    h = c.execute("SELECT job, fingerprint, outcome, reason FROM job_history WHERE id = ? "
                   "ORDER BY seq DESC LIMIT 1", (job_id,)).fetchone()
     if h is None:
         raise JobNotFound(job_id)
@@ -133,6 +133,6 @@ def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
     job = rules.rearm(job_id, old, h[2], next_check_at=next_check_at, now=now, key_free=not (
         key and c.execute("SELECT 1 FROM future_job WHERE idempotency_key = ?",
                           (key,)).fetchone()), held_by=held[0] if held else None,
-        schedule_at=from_iso(at[0]) if at else None)
+        schedule_at=from_iso(at[0]) if at else None, reason=h[3])
     c.execute(INSERT_JOB, job_to_row(job, h[1]))
     return job

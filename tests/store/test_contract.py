@@ -1047,6 +1047,43 @@ def test_runners_stopped_3h_missed_all(store):
     assert {j.next_check_at for j in made[1:]} == {late + MIN}
 
 
+def test_retry_of_a_missed_occurrence_a_pause_cancelled(store):
+    """`--missed all` made a job of a missed occurrence as the schedule moved past it; a
+    pause cancels it: no other job of it can ever be made, so retry makes it again (once),
+    and resume does not; the pending occurrence a pause cancelled stays refused once the
+    schedule has fired it anew."""
+    store.add_schedule(mk_schedule(missed="all"), S1 - MIN)
+    late = S1 + timedelta(hours=3)
+    (first,) = claim(store, S1, now=late)
+    store.finish([end(first)], owner=A, now=late)
+    made = {j.occurrence: j for j in pending_of(store, "tick")}
+    at = store.get_schedule("tick").next_at
+    missed = made[S1 + 10 * MIN]
+    store.pause_schedule("tick", late)
+    (row,) = store.get_history(missed.id)
+    assert row.reason == f"schedule tick paused (its missed {iso(S1 + 10 * MIN)} occurrence)"
+    assert store.get_history(made[at].id)[0].reason == "schedule tick paused"
+    again = store.retry(missed.id, late + MIN, late)
+    assert (again.id, again.occurrence) == (missed.id, S1 + 10 * MIN)
+    with pytest.raises(Conflict):  # pending already
+        store.retry(missed.id, late + MIN, late)
+    store.resume_schedule("tick", late)
+    assert sorted(j.occurrence for j in pending_of(store, "tick")) == [S1 + 10 * MIN, at]
+    (pending,) = [j for j in pending_of(store, "tick") if j.occurrence == at]
+    # both fire: the retried missed one and the pending occurrence made anew at resume
+    slot = pending.next_check_at
+    got = claim(store, slot, now=max(slot, late + MIN))
+    assert sorted(ids(got)) == sorted([missed.id, pending.id])
+    store.finish([end(j) for j in got], owner=A, now=max(slot, late + MIN))
+    assert store.get_schedule("tick").next_at > at
+    assert [j.occurrence for j in pending_of(store, "tick")] == [store.get_schedule(
+        "tick").next_at]
+    # the pending occurrence the pause cancelled, fired by the job resume made: refused
+    with pytest.raises(Conflict, match=f"job {made[at].id} is the {iso(at)} occurrence of "
+                       "schedule tick, which has moved on"):
+        store.retry(made[at].id, at + MIN, at)
+
+
 def test_unarmed_schedules_are_the_live_ones_without_their_occurrence(store):
     first = store.add_schedule(mk_schedule(), S1 - MIN)
     store.add_schedule(mk_schedule("off"), S1 - MIN)
