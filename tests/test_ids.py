@@ -84,3 +84,20 @@ def test_threads_making_ids_at_once_never_make_the_same_one():
     every = [x for ids in made for x in ids]
     assert len(every) == 160000 and len(set(every)) == len(every)
     assert all(ids == sorted(ids) for ids in made)  # each thread's own, in the order made
+
+
+def test_new_ids_are_the_ids_new_id_would_make_in_turn():
+    """``new_ids`` (a claim's next occurrences): the same ids as as many ``new_id`` calls,
+    going up among those made before and after it, with random steps."""
+    at = T + timedelta(milliseconds=11)
+    made = [new_id(at), *ids.new_ids(at, 500), new_id(at)]
+    assert made == sorted(made) and len(set(made)) == 502 and all(is_id(x) for x in made)
+    assert {_int(x) >> 80 for x in made} == {int(at.timestamp() * 1000)}
+    parts = [_int(x) & LOW80 for x in made]
+    steps = [q - p for p, q in zip(parts, parts[1:])]
+    assert all(1 <= s <= 2 ** ids._STEP_BITS for s in steps) and len(set(steps)) > 450
+    assert ids.new_ids(at, 0) == []
+    near = T + timedelta(milliseconds=13)
+    ids._last[int(near.timestamp() * 1000)] = LOW80 - 3
+    fresh = ids.new_ids(near, 2)  # near the top: starts afresh, as new_id does
+    assert all(_int(x) & LOW80 < LOW80 - 3 for x in fresh)
