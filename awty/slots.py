@@ -78,7 +78,12 @@ ISO_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 @lru_cache(maxsize=4096)
 def iso(at: datetime) -> str:
     # Cached: a batch stamps thousands of rows with the same few instants.
-    return at.astimezone(UTC).strftime(ISO_FORMAT)
+    text = at.astimezone(UTC).strftime(ISO_FORMAT)
+    # glibc's %Y does not pad a year before 1000 ('272-05-04…'), which fromisoformat refuses:
+    # a schedule started in year 272 (a start in the past sets the phase) made every read of
+    # the schedules fail
+    year = text.index("-")
+    return text if year == 4 else text.zfill(len(text) + 4 - year)
 
 
 def from_iso(text: str) -> datetime:

@@ -49,13 +49,15 @@ def test_rounding_invariants(due, r):
     assert parse_slot_id(slot_id(slot)) == slot
 
 
-@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1),
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31),
                     timezones=st.just(UTC)))
 def test_iso_round_trip_is_ordered(at):
+    # years before 1000 too: glibc's %Y does not pad them ('272-05-04…', which
+    # fromisoformat refuses: a schedule started in year 272 broke every read of the schedules)
     at = at.replace(microsecond=0)
     assert from_iso(iso(at)) == at
-    later = at + timedelta(seconds=1)
-    assert iso(at) < iso(later)
+    later = at + timedelta(seconds=1) if at.year < 9999 else at
+    assert iso(at) <= iso(later) and len(iso(at)) == 20
 
 
 def test_bad_resolution():

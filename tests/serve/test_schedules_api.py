@@ -78,6 +78,21 @@ def test_list_pages_by_name(served):
 
 
 @pytest.mark.slow
+def test_a_start_long_past_sets_the_phase_and_the_schedules_still_read(served):
+    # the fuzzer's find: a start in year 272 was kept as '272-05-04T…' on SQLite (glibc's %Y
+    # does not pad), and every later read of the schedules answered 500
+    made = served.call("POST", "/v1/schedules", {
+        "name": "old-phase", "target": "https://example.com/tick", "every": "2h",
+        "start": "0272-05-04T15:18:31Z", "tz": "UTC"})
+    assert made.status == 201, made.body
+    assert made.body["next_occurrences"][0][14:19] == "18:31"  # the phase kept
+    assert served.call("GET", "/v1/schedules").body["schedules"][0]["name"] == "old-phase"
+    assert served.call("GET", "/v1/schedules/old-phase").status == 200
+    listed = cli(served, "schedule", "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)[0]["name"] == "old-phase"
+
+
+@pytest.mark.slow
 def test_bad_input_is_the_cli_line_and_nothing_is_stored(served):
     cases = [
         ({"cron": "61 * * * *", "every": None}, "cron"),
