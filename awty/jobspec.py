@@ -438,6 +438,8 @@ def _int(spec: dict[str, Any], name: str, minimum: int) -> int | None:
     value = spec.get(name)
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():  # JSON's 3.0 is a whole number
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise InvalidInput(f"{name}: {value!r} is not a whole number")
     try:

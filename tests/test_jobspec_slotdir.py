@@ -37,6 +37,14 @@ def test_build_accepts(spec, want):
     assert fp == (jobspec.fingerprint(job) if job.idempotency_key else None)
 
 
+def test_a_whole_number_may_come_as_json_s_3_0():
+    # JSON (and JSON Schema's "integer") has 3.0 for 3: the fuzzer sends it so
+    job, _ = jobspec.build({"target": URL, "in": "1m", "max_attempts": 3.0, "max_checks": 0.0},
+                           now=NOW, settings=Settings())
+    assert (job.max_attempts, job.max_checks) == (3, 0)
+    assert type(job.max_attempts) is int
+
+
 @pytest.mark.parametrize("spec, message", [
     ({"in": "1m"}, "target: missing"),
     ({"target": URL}, "missing time"),
@@ -49,6 +57,8 @@ def test_build_accepts(spec, want):
     ({"target": URL, "in": "-1m"}, "not a duration"),
     ({"target": URL, "in": "1m", "id": "nope"}, "not an awty id"),
     ({"target": "mod fn", "kind": "python", "in": "1m"}, "not package.module:function"),
+    ({"target": URL, "in": "1m", "max_attempts": 2.5}, "max_attempts: 2.5 is not a whole"),
+    ({"target": URL, "in": "1m", "max_checks": float("inf")}, "max_checks: inf is not a"),
 ])
 def test_build_refuses(spec, message):
     with pytest.raises(InvalidInput, match=message):
