@@ -4,7 +4,7 @@ runner never learns which one it has. Nothing outside ``awty/store/`` holds SQL.
 rules below decide is written once, in ``rules`` (each store reads and writes around it), and
 a store is opened only through ``store.open(spec)``.
 
-Rules every implementation keeps (``tests/store/test_contract.py`` checks each, per store):
+Rules every implementation keeps (``tests/store/test_contract*.py`` check each, per store):
 
 Jobs and history
 - ``future_job`` holds pending work only; a job that ends leaves it and gains one

@@ -11,8 +11,8 @@ what it decided (``sqlite*.py``, ``postgres.py``, ``pg_*.py``: SQL and locks onl
 - ``ERROR_CHARS``, ``REARMABLE``, and the text of every ``Conflict`` a store raises, so that
   both stores say the same thing.
 
-(The contract, ``base.py``, says what these rules are for; ``tests/store/test_contract.py``
-checks each store keeps them.)"""
+(The contract, ``base.py``, says what these rules are for; ``tests/store/test_contract*.py``
+check each store keeps them.)"""
 
 from __future__ import annotations
 
