@@ -17,7 +17,7 @@ import pgserver
 
 from awty.api import Awty
 from awty.clock import FixedClock
-from helpers import FAKE_CRONTAB, T0, cron_daemon, pg_url
+from helpers import FAKE_CRONTAB, T0, URL, cron_daemon, pg_url
 
 freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent", "psycopg",
                                        "psycopg_pool"])
@@ -156,3 +156,11 @@ def backend(request, monkeypatch):
     env = {"AWTY_DATABASE_URL": url, "AWTY_DATABASE_SCHEMA": schema}
     yield Backend("postgres", ["--database-url", url], {"database_url": url,
                                                         "database_schema": schema}, env)
+
+
+@pytest.fixture
+def a(awty):
+    """A home with two jobs (doctor's tests, tests/test_doctor*.py)."""
+    awty.add(URL, in_="2h")
+    awty.add(URL, in_="3h", entity="order", key="42")
+    return awty

@@ -1,6 +1,7 @@
 """What tests share that is not a fixture: the suite's fixed instant, readers of a home's
-rows and files, a stand-in crontab, one way to build a ``Job``. Imported as ``helpers``
-(``tests/`` is on ``sys.path``, as for conftest); fixtures stay in ``conftest.py``."""
+rows and files, a stand-in crontab, one way to build a ``Job``, doctor run with cron faked.
+Imported as ``helpers`` (``tests/`` is on ``sys.path``, as for conftest); fixtures stay in
+``conftest.py``."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import subprocess
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from awty.model import Job, Kind
+
+if TYPE_CHECKING:
+    from awty.api import Awty
+    from awty.doctor import Finding, Report
 
 T0 = datetime(2026, 11, 22, 10, 7, 12, tzinfo=UTC)
 
@@ -116,3 +121,80 @@ def pg_url(conninfo: str) -> str:
     else:
         netloc += f"{host}:{d.get('port', 5432)}"
     return f"postgresql://{netloc}/{d['dbname']}{query}"
+
+
+# --- doctor (tests/test_doctor*.py) ----------------------------------------------------------
+URL = "https://example.com/hook"
+
+
+def cron_fakes(lines: list[str] | None = None, *, binary: bool = True, rc: int = 0,
+               stderr: str = ""):
+    calls = []
+
+    def which(name):
+        return f"/usr/bin/{name}" if binary else None
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        assert Path(cmd[0]).name == "crontab" and cmd[1:] == ["-l"], \
+            "doctor only ever reads the crontab"
+        out = "".join(line + "\n" for line in lines or [])
+        return subprocess.CompletedProcess(cmd, rc, out if rc == 0 else "", stderr)
+
+    run.calls = calls
+    return which, run
+
+
+def doctor(a: Awty, repair: bool = False, *, cron_lines=None, **fakes) -> Report:
+    from awty import crontab
+    from awty.doctor import diagnose
+
+    if cron_lines is None:
+        cron_lines = crontab.entries(a.home, a.settings.resolution, "awty")
+    which, run = cron_fakes(cron_lines, **fakes)
+    env = {"HOME": str(a.home.parent / "user")}
+    return diagnose(a, repair=repair, env=env, which=which, run=run,
+                    proc=fake_proc(a.home.parent, "cron"))
+
+
+def fake_proc(where: Path, *daemons: str) -> Path:
+    """A /proc root whose processes are ``daemons`` (by ``comm``)."""
+    proc = where / "proc"
+    for pid, name in enumerate(daemons, start=1):
+        (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+        (proc / str(pid) / "comm").write_text(name + "\n")
+    proc.mkdir(exist_ok=True)
+    return proc
+
+
+def bad(report: Report) -> dict[str, Finding]:
+    return {f.check: f for f in report.findings if not f.ok}
+
+
+def assert_clean(report: Report):
+    assert report.ok, [f for f in report.findings if not f.ok]
+    assert all(f.ok for f in report.findings), bad(report)
+
+
+def check_a_schedule_that_lost_its_occurrence(a: Awty) -> None:
+    """A schedule's occurrences have no envelope by design (made inside a claim): doctor is
+    clean; its pending occurrence cancelled by id is a problem --repair mends, once."""
+    a.schedule("hourly", URL, cron="0 * * * *", tz="UTC")
+    a.schedule("paused", URL, cron="30 * * * *", tz="UTC")
+    a.pause("paused")
+    assert_clean(doctor(a))
+    (job,) = a.store.schedule_jobs("hourly")
+    a.cancel(job.id)
+    found = doctor(a).get("schedules")
+    assert not found.ok and found.repaired is None, found
+    assert found.detail.startswith("1 live schedule(s) without a pending occurrence")
+    assert "hourly" in found.detail and "paused" not in found.detail
+    assert a.store.schedule_jobs("hourly") == []  # without --repair nothing changes
+    mended = doctor(a, repair=True).get("schedules")
+    assert mended.repaired is True, mended
+    (again,) = a.store.schedule_jobs("hourly")
+    assert again.occurrence == job.occurrence and again.id != job.id
+    assert a.store.schedule_jobs("paused") == []
+    assert doctor(a, repair=True).get("schedules").repaired is None  # nothing left to make
+    assert len(a.store.schedule_jobs("hourly")) == 1
+    assert_clean(doctor(a))

@@ -6,66 +6,22 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from helpers import FAKE_CRONTAB, T0, cron_daemon, db_rows, tree_files
+from helpers import (
+    FAKE_CRONTAB, T0, URL, assert_clean, bad, check_a_schedule_that_lost_its_occurrence,
+    cron_daemon, db_rows, doctor, tree_files,
+)
 from typer.testing import CliRunner
 
-from awty import crontab
 from awty.api import Awty
 from awty.cli import app
 from awty.clock import FixedClock
-from awty.doctor import Finding, Report, check_cron, diagnose, diagnose_home
+from awty.doctor import diagnose_home
 from awty.slots import iso, slot_id
 from awty.store.migrations import SCHEMA_VERSION
-
-URL = "https://example.com/hook"
-
-
-# --- helpers -------------------------------------------------------------------------------
-def cron_fakes(lines: list[str] | None = None, *, binary: bool = True, rc: int = 0,
-               stderr: str = ""):
-    calls = []
-
-    def which(name):
-        return f"/usr/bin/{name}" if binary else None
-
-    def run(cmd, **kw):
-        calls.append(cmd)
-        assert Path(cmd[0]).name == "crontab" and cmd[1:] == ["-l"], \
-            "doctor only ever reads the crontab"
-        out = "".join(line + "\n" for line in lines or [])
-        return subprocess.CompletedProcess(cmd, rc, out if rc == 0 else "", stderr)
-
-    run.calls = calls
-    return which, run
-
-
-def doctor(a: Awty, repair: bool = False, *, cron_lines=None, **fakes) -> Report:
-    if cron_lines is None:
-        cron_lines = crontab.entries(a.home, a.settings.resolution, "awty")
-    which, run = cron_fakes(cron_lines, **fakes)
-    env = {"HOME": str(a.home.parent / "user")}
-    return diagnose(a, repair=repair, env=env, which=which, run=run,
-                    proc=fake_proc(a.home.parent, "cron"))
-
-
-def fake_proc(where: Path, *daemons: str) -> Path:
-    """A /proc root whose processes are ``daemons`` (by ``comm``)."""
-    proc = where / "proc"
-    for pid, name in enumerate(daemons, start=1):
-        (proc / str(pid)).mkdir(parents=True, exist_ok=True)
-        (proc / str(pid) / "comm").write_text(name + "\n")
-    proc.mkdir(exist_ok=True)
-    return proc
-
-
-def bad(report: Report) -> dict[str, Finding]:
-    return {f.check: f for f in report.findings if not f.ok}
 
 
 def envelope_path(a: Awty, job) -> Path:
@@ -85,18 +41,6 @@ def snapshot(a: Awty):
     return files, db_rows(a.home, "future_job"), db_rows(a.home, "job_history")
 
 
-@pytest.fixture
-def a(awty):
-    awty.add(URL, in_="2h")
-    awty.add(URL, in_="3h", entity="order", key="42")
-    return awty
-
-
-def assert_clean(report: Report):
-    assert report.ok, [f for f in report.findings if not f.ok]
-    assert all(f.ok for f in report.findings), bad(report)
-
-
 # --- a clean home --------------------------------------------------------------------------
 def test_clean_home_every_check_ok(a):
     report = doctor(a)
@@ -112,30 +56,6 @@ def test_clean_home_every_check_ok(a):
 
 
 # --- schedules ------------------------------------------------------------------------------
-def check_a_schedule_that_lost_its_occurrence(a: Awty) -> None:
-    """A schedule's occurrences have no envelope by design (made inside a claim): doctor is
-    clean; its pending occurrence cancelled by id is a problem --repair mends, once."""
-    a.schedule("hourly", URL, cron="0 * * * *", tz="UTC")
-    a.schedule("paused", URL, cron="30 * * * *", tz="UTC")
-    a.pause("paused")
-    assert_clean(doctor(a))
-    (job,) = a.store.schedule_jobs("hourly")
-    a.cancel(job.id)
-    found = doctor(a).get("schedules")
-    assert not found.ok and found.repaired is None, found
-    assert found.detail.startswith("1 live schedule(s) without a pending occurrence")
-    assert "hourly" in found.detail and "paused" not in found.detail
-    assert a.store.schedule_jobs("hourly") == []  # without --repair nothing changes
-    mended = doctor(a, repair=True).get("schedules")
-    assert mended.repaired is True, mended
-    (again,) = a.store.schedule_jobs("hourly")
-    assert again.occurrence == job.occurrence and again.id != job.id
-    assert a.store.schedule_jobs("paused") == []
-    assert doctor(a, repair=True).get("schedules").repaired is None  # nothing left to make
-    assert len(a.store.schedule_jobs("hourly")) == 1
-    assert_clean(doctor(a))
-
-
 def test_a_schedule_is_clean_and_its_lost_occurrence_is_repaired(a):
     check_a_schedule_that_lost_its_occurrence(a)
 
@@ -389,198 +309,6 @@ def test_unsigned_callbacks_are_a_warning(a, home, clock):
     assert f.status == "ok" and f.detail == f"loaded from {home / 'signing.secret'}"
 
 
-# --- database ------------------------------------------------------------------------------
-def _set_user_version(db: Path, v: int) -> None:
-    conn = sqlite3.connect(db)
-    conn.execute(f"PRAGMA user_version = {v}")
-    conn.close()
-
-
-def _undo_migration(db: Path, version: int, migration: str, *undo: str) -> None:
-    """Make ``db`` as it was at schema ``version``, before ``migration`` (``undo`` reverses it)."""
-    conn = sqlite3.connect(db)
-    for sql in undo:
-        conn.execute(sql)
-    conn.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (migration,))
-    conn.commit()
-    conn.close()
-    _set_user_version(db, version)
-
-
-def test_old_schema_reported_read_only_then_migrated(home, clock):
-    with Awty(home, clock=clock, env={}) as a:
-        a.add(URL, in_="1h")
-    _set_user_version(home / "awty.db", 1)
-    with Awty(home, clock=clock, env={}) as a:
-        f = doctor(a).get("schema")
-        assert not f.ok and "version 1" in f.detail
-        assert db_rows(home, "future_job") and _user_version(home) == 1
-    with Awty(home, clock=clock, env={}) as a:
-        assert doctor(a, repair=True).get("schema").repaired is True
-        assert _user_version(home) == SCHEMA_VERSION
-        assert_clean(doctor(a))
-
-
-def test_a_version_3_database_gains_the_in_flight_index(home, clock):
-    with Awty(home, clock=clock, env={}) as a:
-        a.add(URL, in_="1h")
-    _undo_migration(home / "awty.db", 3, "0004_in_flight_index", "DROP INDEX future_job_in_flight")
-    with Awty(home, clock=clock, env={}) as a:
-        assert doctor(a, repair=True).get("schema").repaired is True
-        assert len(list(a.list())) == 1
-    conn = sqlite3.connect(home / "awty.db")
-    try:
-        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = "
-                            "'future_job_in_flight'").fetchone()
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    finally:
-        conn.close()
-
-
-def test_a_version_4_database_gets_the_slot_first_entity_index_on_open(home, clock):
-    with Awty(home, clock=clock, env={}) as a:
-        a.add(URL, in_="1h", entity="order", key="7")
-        a.add(URL, in_="2h", entity="order", key="8")
-    _undo_migration(home / "awty.db", 4, "0005_slot_entity_index",
-                    "DROP INDEX future_job_slot_entity",
-                    "CREATE INDEX future_job_entity ON future_job (entity_name, entity_key)")
-    with Awty(home, clock=clock, env={}) as a:
-        res = a.cancel_entity("order", "8")
-        assert [res.jobs[i].entity_key for i in res.cancelled] == ["8"]
-        assert a.count(entity="order") == 1
-    conn = sqlite3.connect(home / "awty.db")
-    try:
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert "future_job_slot_entity" in names and "future_job_entity" not in names
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    finally:
-        conn.close()
-
-
-def _user_version(home: Path) -> int:
-    conn = sqlite3.connect(home / "awty.db")
-    try:
-        return conn.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        conn.close()
-
-
-def test_newer_schema_and_garbage_database_are_findings_not_crashes(home, clock):
-    with Awty(home, clock=clock, env={}) as a:
-        a.add(URL, in_="1h")
-    _set_user_version(home / "awty.db", 99)
-    with Awty(home, clock=clock, env={}) as a:
-        f = doctor(a, repair=True).get("schema")
-        assert not f.ok and "upgrade awty" in f.detail
-    for p in home.glob("awty.db*"):
-        p.unlink()
-    (home / "awty.db").write_bytes(b"this is not a database" * 100)
-    os.chmod(home / "awty.db", 0o600)
-    with Awty(home, clock=clock, env={}) as a:
-        report = doctor(a, repair=True)
-        assert not report.get("schema").ok and "cannot read" in report.get("schema").detail
-        assert "leases" not in [f.check for f in report.findings]
-
-
-def test_missing_home_is_reported_then_initialised(tmp_path, clock):
-    home = tmp_path / "nothere"
-    with Awty(home, clock=clock, env={}) as a:
-        f = doctor(a).get("home")
-        assert not f.ok and "awty init" in f.detail
-        assert not home.exists()
-        assert doctor(a, repair=True).get("home").repaired is True
-        assert oct(home.stat().st_mode & 0o777) == "0o700"
-        assert_clean(doctor(a))
-
-
-# --- cron ----------------------------------------------------------------------------------
-def test_no_scheduler_installed_is_a_warning_not_a_failure(a):
-    report = doctor(a, binary=False)
-    f = report.get("cron")
-    assert f.ok and f.status == "warning" and "no scheduler installed" in f.detail
-    assert "install cron" in f.detail and report.ok
-
-
-def test_cron_without_a_daemon_is_a_problem(a, tmp_path):
-    which, run = cron_fakes(crontab.entries(a.home, a.settings.resolution, "awty"))
-    report = diagnose(a, env={"HOME": str(tmp_path / "user")}, which=which, run=run,
-                      proc=fake_proc(tmp_path / "p", "sshd"))
-    assert report.get("cron").ok
-    daemon = report.get("cron daemon")
-    assert not daemon.ok and "no cron daemon is running" in daemon.detail and not report.ok
-
-
-def test_last_slot_fired_late_is_a_warning(a, clock, rx):
-    slot = datetime(2026, 11, 22, 10, 30, tzinfo=UTC)
-    a.add(rx.url("/late"), at=slot)
-    clock.set(slot + timedelta(minutes=9))  # the run starts 9 minutes after its boundary
-    a.run_slot(slot)
-    report = doctor(a)
-    f = report.get("last slot")
-    assert f.status == "warning" and "9 min after its boundary" in f.detail and report.ok
-
-
-def test_cron_empty_crontab(a):
-    f = doctor(a, cron_lines=[], rc=1, stderr="no crontab for alice").get("cron")
-    assert not f.ok and "awty crontab --install" in f.detail
-
-
-def test_cron_line_for_another_home_does_not_count(a, tmp_path):
-    lines = crontab.entries(tmp_path / "other", 15, "awty")
-    assert not doctor(a, cron_lines=lines).get("cron").ok
-
-
-def test_cron_line_missing_boundaries_is_reported(a):
-    line = f"*/30 * * * * awty run-slot --home {a.home}"
-    f = doctor(a, cron_lines=[line]).get("cron")
-    assert not f.ok and "misses minute(s) 15,45" in f.detail
-
-
-def test_cron_hand_written_line_is_accepted(a):
-    line = f"0,15,30,45 * * * * AWTY_HOME={a.home} /opt/bin/awty run-slot >/dev/null 2>&1"
-    assert doctor(a, cron_lines=["MAILTO=ops", line]).get("cron").ok
-
-
-def test_cron_crontab_failing_is_a_finding(a):
-    def run(cmd, **kw):
-        raise subprocess.TimeoutExpired(cmd, 30)
-
-    f = check_cron(a.home, 15, env={"HOME": "/nonexistent"}, which=lambda n: "/x",
-                   run=run, proc=None)[0]
-    assert not f.ok and "failed" in f.detail
-
-
-def test_cron_systemd_user_timer_counts_when_enabled(a, tmp_path):
-    user = tmp_path / "user"
-    units = user / ".config" / "systemd" / "user"
-    units.mkdir(parents=True)
-    (units / "awty-run-slot.timer").write_text("[Timer]\nOnCalendar=*:0/15\n")
-    (units / "awty-run-slot.service").write_text(
-        f"[Service]\nExecStart=/usr/bin/awty run-slot --home {a.home}\n")
-    which, run = cron_fakes([], rc=1, stderr="no crontab for alice")
-    f = check_cron(a.home, 15, env={"HOME": str(user)}, which=which, run=run,
-                   proc=None)[0]
-    assert not f.ok and "systemctl --user enable --now" in f.detail
-    (units / "timers.target.wants").mkdir()
-    (units / "timers.target.wants" / "awty-run-slot.timer").symlink_to(
-        units / "awty-run-slot.timer")
-    f = check_cron(a.home, 15, env={"HOME": str(user)}, which=which, run=run,
-                   proc=None)[0]
-    assert f.ok and "awty-run-slot.timer" in f.detail
-
-
-def test_default_home_line_without_home_flag_counts(tmp_path, clock):
-    user = tmp_path / "user"
-    home = user / ".local" / "share" / "awty"
-    which, run = cron_fakes(["*/15 * * * * /usr/local/bin/awty run-slot"])
-    f = check_cron(home, 15, env={"HOME": str(user)}, which=which, run=run,
-                   proc=None)[0]
-    assert f.ok
-    f = check_cron(tmp_path / "elsewhere", 15, env={"HOME": str(user)}, which=which, run=run,
-                   proc=None)[0]
-    assert not f.ok
-
-
 # --- command line --------------------------------------------------------------------------
 runner = CliRunner()
 
@@ -600,8 +328,6 @@ def fake_cron_env(tmp_path, monkeypatch):
     monkeypatch.setenv("AWTY_NOW", "2026-11-22T10:07:12Z")
     with cron_daemon(bindir):
         yield store
-
-
 
 
 def cli(home, *args):

@@ -7,11 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from test_doctor import check_a_schedule_that_lost_its_occurrence, doctor
+from helpers import T0, check_a_schedule_that_lost_its_occurrence, doctor
 
 from awty.api import Awty
 from awty.clock import FixedClock
-from helpers import T0
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
