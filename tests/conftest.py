@@ -19,6 +19,11 @@ from awty.api import Awty
 from awty.clock import FixedClock
 from helpers import FAKE_CRONTAB, T0, URL, cron_daemon, pg_url
 
+# Hypothesis loads every installed package's hypothesis plugin when a test module first imports
+# it: trio's (trio comes with schemathesis) imports trio, which no test uses. Off, for
+# collection's CPU (see pyproject's addopts).
+os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
+
 freezegun.configure(extend_ignore_list=["asyncio", "filelock", "uvloop", "concurrent", "psycopg",
                                        "psycopg_pool"])
 
