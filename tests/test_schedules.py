@@ -1,7 +1,8 @@
 """Recurring schedules through the library (Awty.schedule and friends): each occurrence is an
 ordinary job delivered to a real receiver on 127.0.0.1, naming its schedule and occurrence;
-time moves by the FixedClock. The store's own rules are in tests/store/test_contract.py; the
-CLI and several runners in tests/reliability/test_schedule_runs.py."""
+time moves by the FixedClock. The store's own rules are in
+tests/store/test_contract_schedules.py; the CLI and several runners in
+tests/reliability/test_schedule_runs.py."""
 
 from __future__ import annotations
 

@@ -192,7 +192,7 @@ def test_a_dropped_in_envelope_of_a_held_occurrence_is_set_aside(home):
     format has no ``schedule`` or ``occurrence`` (only awty makes occurrences), so it is set
     aside naming those fields, and the occurrence fires once. SQLite only: a PostgreSQL home
     has no slot tree to drop files in. (The store's own refusal of a second job of an
-    occurrence names it: tests/store/test_contract.py.)"""
+    occurrence names it: tests/store/test_contract_schedules.py.)"""
     from awty.slots import slot_id
     from awty.slottree.tree import SlotTree
 
