@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from operator import itemgetter
 from datetime import datetime
 
 from ..errors import Busy, StoreError
@@ -132,6 +133,19 @@ def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple[A
         chunk = rows[i:i + per]
         c.execute(full if len(chunk) == per else head + " VALUES " + ",".join([one] * len(chunk)),
                   [v for row in chunk for v in row])
+
+
+def insert_job_rows(c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Job rows (``job_to_row``'s) as ``insert_many`` inserts them, without the columns that
+    are None in every row: a job's nullable columns default to NULL, and each None bound
+    still costs the sqlite3 module an adapter call (~1,400 instructions). A claim's next
+    occurrences, made from one template, leave ~16 of the 29 columns empty (issue 32)."""
+    if not rows:
+        return
+    keep = [i for i in range(len(JOB_COLUMNS)) if any(r[i] is not None for r in rows)]
+    pick = itemgetter(*keep)  # keep holds the NOT NULL columns: never a single index
+    insert_many(c, f"INSERT INTO future_job ({', '.join(JOB_COLUMNS[i] for i in keep)})",
+                len(keep), [pick(r) for r in rows])
 
 
 def job_to_row(j: Job, fingerprint: str | None) -> tuple[Any, ...]:

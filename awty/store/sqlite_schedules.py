@@ -15,7 +15,7 @@ from ..model import End, Job, Outcome, Schedule
 from ..slots import from_iso, iso
 from .jobdict import job_from_json, job_to_json
 from .sqlite_rows import (
-    INSERT_JOB, JOB_COLUMNS, JOB_HEAD, SELECT_JOB, insert_many, job_to_row, opt_iso, opt_time,
+    INSERT_JOB, JOB_COLUMNS, SELECT_JOB, insert_job_rows, job_to_row, opt_iso, opt_time,
     row_to_job,
 )
 from .sqlite_write import end_rows
@@ -149,13 +149,13 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
     p = plan(found, claimed, now)
     c.execute("SAVEPOINT occurrences")
     try:
-        insert_many(c, JOB_HEAD, len(JOB_COLUMNS), p.rows(job_to_row, JOB_COLUMNS))
+        insert_job_rows(c, p.rows(job_to_row, JOB_COLUMNS))
     except sqlite3.IntegrityError:
         # An occurrence to make has its job already (the (schedule, occurrence) key): that
         # job is the occurrence's; the claim goes on with the others (rare, hence a retry).
         c.execute("ROLLBACK TO occurrences")
         settle(p, found, now, partial(_taken, c))
-        insert_many(c, JOB_HEAD, len(JOB_COLUMNS), p.rows(job_to_row, JOB_COLUMNS))
+        insert_job_rows(c, p.rows(job_to_row, JOB_COLUMNS))
     c.execute("RELEASE occurrences")
     # The compare and set: next_at moves only from the occurrence claimed. Schedules of one
     # rule move alike: one statement for each (from, to).
