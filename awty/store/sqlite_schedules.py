@@ -15,7 +15,7 @@ from ..model import End, Job, Outcome, Schedule
 from ..slots import from_iso, iso
 from .jobdict import job_from_json, job_to_json
 from .sqlite_rows import (
-    INSERT_JOB, JOB_COLUMNS, SELECT_JOB, insert_job_rows, job_to_row, opt_iso, opt_time,
+    INSERT_JOB, SELECT_JOB, insert_alike, insert_job_rows, job_to_row, opt_iso, opt_time,
     row_to_job,
 )
 from .sqlite_write import end_rows
@@ -23,6 +23,8 @@ from .sqlite_write import end_rows
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from typing import Any
+
+    from .schedrules import ClaimPlan
 
 SCHEDULE_COLUMNS = ("name", "cron", "every", "start", "zone", "missed", "missed_window",
                     "resolution", "template", "next_at", "paused_at", "created_at")
@@ -149,13 +151,13 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
     p = plan(found, claimed, now)
     c.execute("SAVEPOINT occurrences")
     try:
-        insert_job_rows(c, p.rows(job_to_row, JOB_COLUMNS))
+        _insert(c, p)
     except sqlite3.IntegrityError:
         # An occurrence to make has its job already (the (schedule, occurrence) key): that
         # job is the occurrence's; the claim goes on with the others (rare, hence a retry).
         c.execute("ROLLBACK TO occurrences")
         settle(p, found, now, partial(_taken, c))
-        insert_job_rows(c, p.rows(job_to_row, JOB_COLUMNS))
+        _insert(c, p)
     c.execute("RELEASE occurrences")
     # The compare and set: next_at moves only from the occurrence claimed. Schedules of one
     # rule move alike: one statement for each (from, to).
@@ -164,6 +166,15 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
                   "(SELECT value FROM json_each(?))", (iso(new), iso(old), json.dumps(moved)))
     end_rows(c, [End(j, Outcome.SKIPPED, reason, None) for j, reason in p.skipped], now, owner)
     return p.dropped
+
+
+def _insert(c: sqlite3.Connection, p: ClaimPlan) -> None:
+    """A plan's jobs to insert, in its order: those made alike, a statement per kind."""
+    insert_job_rows(c, [job_to_row(j, None) for j in p.jobs])
+    for job, others in p.alike:
+        row = job_to_row(job, None)
+        insert_job_rows(c, [row])
+        insert_alike(c, row, others)
 
 
 def _taken(c: sqlite3.Connection, name: str, at: datetime) -> str | None:
