@@ -12,8 +12,8 @@ Protocol: length-prefixed pickles over a socketpair (the child's end is its stdi
 no other descriptor, so no lock of the parent's). Each request carries a number its answer
 repeats: a run has claims, starts and a batch's results under way at once, and the child
 answers starts, then claims, before writing results (SQLite: one request at a time;
-PostgreSQL: starts, claims and results each on a thread and pooled connection of their own),
-so that the jobs ready to send never wait in line behind a claim or a batch's write. Jobs and decisions
+PostgreSQL: results on a thread and connection of their own, beside them), so that the jobs
+ready to send never wait in line behind a batch's write. Jobs and decisions
 travel as plain tuples (the child keeps the Jobs it claimed and is sent only their ids back);
 errors as the store's own AwtyError classes.
 
@@ -353,30 +353,28 @@ def serve(sock: socket.socket) -> None:
 # Which waiting request the process answers first: what the sending waits on before what it
 # does not (results are written while the next jobs go out).
 _FIRST = {"start": 0, "claim": 1, "claim_ids": 1, "release": 2, "finish": 3}
-# With ``apart``, the thread that answers each request: starts, claims, results.
-_LANE = {"start": 0, "claim": 1, "claim_ids": 1, "release": 1, "finish": 2}
 
 
 def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job],
                      apart: bool = False) -> None:
-    """Answer requests until the socket ends and nothing is left to do. ``apart`` (a store
-    whose calls may run at once: PostgreSQL's pool of connections): starts, claims and results
-    each on a thread of their own, so that a start never waits for a claim or a batch's write
-    to end (on PostgreSQL a 1,000-job write takes ~40 ms, a claim ~20 ms, about what the 500
-    started jobs a start keeps ready take to send); else one request at a time, starts and
-    claims first (SQLite: one writer)."""
-    lanes: list[list[tuple[int, int, tuple[Any, ...]]]] = [[] for _ in range(3 if apart else 1)]
+    """Answer requests until the socket ends and nothing is left to do. ``apart``: results
+    are written on a thread of their own (a store whose calls may run at once: PostgreSQL's
+    pool of connections), so that a start or a claim never waits for a batch's write to end
+    (on PostgreSQL a 1,000-job write takes ~40 ms, longer than the jobs a start keeps ready
+    take to send); else one request at a time, starts and claims first."""
+    waiting: list[tuple[int, int, tuple[Any, ...]]] = []  # (priority, number, request)
+    writes: list[tuple[int, int, tuple[Any, ...]]] = []  # finish requests, when ``apart``
     more = threading.Condition()
     ended = [False]
-    sending = threading.Lock()  # several threads answer: one message at a time on the socket
+    sending = threading.Lock()  # two threads answer: one message at a time on the socket
 
     def receive() -> None:
         try:
             while True:
                 number, request = _recv(sock)
                 with more:
-                    lane = lanes[_LANE.get(request[0], 1)] if apart else lanes[0]
-                    heapq.heappush(lane, (_FIRST.get(request[0], 9), number, request))
+                    queue = writes if apart and request[0] == "finish" else waiting
+                    heapq.heappush(queue, (_FIRST.get(request[0], 9), number, request))
                     more.notify_all()
         except (OSError, EOFError, ValueError):
             with more:
@@ -396,24 +394,24 @@ def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job],
         except OSError:
             pass  # the runner is gone: what it asked for is still done (its results kept)
 
-    def serve_lane(lane: list[tuple[int, int, tuple[Any, ...]]]) -> None:
+    def serve_queue(queue: list[tuple[int, int, tuple[Any, ...]]]) -> None:
         while True:
             with more:
-                while not lane and not ended[0]:
+                while not queue and not ended[0]:
                     more.wait()
-                if not lane:
+                if not queue:
                     return  # the runner is done with us (or gone), and nothing is left to do
-                _, number, request = heapq.heappop(lane)
+                _, number, request = heapq.heappop(queue)
             answer(number, request)
 
     threading.Thread(target=receive, name="awty-store-requests", daemon=True).start()
-    others = [threading.Thread(target=serve_lane, args=(lane,), name="awty-store-lane")
-              for lane in lanes[1:]]
-    for t in others:
-        t.start()
-    serve_lane(lanes[0])
-    for t in others:
-        t.join()  # what they were asked is done (results written) before the store closes
+    writer = None
+    if apart:
+        writer = threading.Thread(target=serve_queue, args=(writes,), name="awty-store-writes")
+        writer.start()
+    serve_queue(waiting)
+    if writer is not None:
+        writer.join()  # its results are written before the store closes
 
 
 def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> Any:
