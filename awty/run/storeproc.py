@@ -11,9 +11,8 @@ rows are what decide.
 Protocol: length-prefixed pickles over a socketpair (the child's end is its stdin; it inherits
 no other descriptor, so no lock of the parent's). Each request carries a number its answer
 repeats: a run has claims, starts and a batch's results under way at once, and the child
-answers starts, then claims, before writing results (SQLite: one request at a time;
-PostgreSQL: results on a thread and connection of their own, beside them), so that the jobs
-ready to send never wait in line behind a batch's write. Jobs and decisions
+answers starts, then claims, before writing results (one store, one request at a time), so
+that the jobs ready to send never wait in line behind a batch's write. Jobs and decisions
 travel as plain tuples (the child keeps the Jobs it claimed and is sent only their ids back);
 errors as the store's own AwtyError classes.
 
@@ -336,8 +335,7 @@ def serve(sock: socket.socket) -> None:
     """The store process: open the store, then answer requests until the socket closes."""
     claimed: dict[str, Job] = {}
     try:
-        spec = _recv(sock)
-        store = open_spec(spec)
+        store = open_spec(_recv(sock))
     except EOFError:
         return
     except Exception as e:  # noqa: BLE001 - told to the parent, which goes on without us
@@ -345,7 +343,7 @@ def serve(sock: socket.socket) -> None:
         return
     _send(sock, ("ready", None))
     try:
-        _answer_requests(sock, store, claimed, apart=spec.kind == "postgres")
+        _answer_requests(sock, store, claimed)
     finally:
         store.close()
 
@@ -355,31 +353,22 @@ def serve(sock: socket.socket) -> None:
 _FIRST = {"start": 0, "claim": 1, "claim_ids": 1, "release": 2, "finish": 3}
 
 
-def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job],
-                     apart: bool = False) -> None:
-    """Answer requests until the socket ends and nothing is left to do. ``apart``: results
-    are written on a thread of their own (a store whose calls may run at once: PostgreSQL's
-    pool of connections), so that a start or a claim never waits for a batch's write to end
-    (on PostgreSQL a 1,000-job write takes ~40 ms, longer than the jobs a start keeps ready
-    take to send); else one request at a time, starts and claims first."""
+def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job]) -> None:
     waiting: list[tuple[int, int, tuple[Any, ...]]] = []  # (priority, number, request)
-    writes: list[tuple[int, int, tuple[Any, ...]]] = []  # finish requests, when ``apart``
     more = threading.Condition()
     ended = [False]
-    sending = threading.Lock()  # two threads answer: one message at a time on the socket
 
     def receive() -> None:
         try:
             while True:
                 number, request = _recv(sock)
                 with more:
-                    queue = writes if apart and request[0] == "finish" else waiting
-                    heapq.heappush(queue, (_FIRST.get(request[0], 9), number, request))
-                    more.notify_all()
+                    heapq.heappush(waiting, (_FIRST.get(request[0], 9), number, request))
+                    more.notify()
         except (OSError, EOFError, ValueError):
             with more:
                 ended[0] = True
-                more.notify_all()
+                more.notify()
 
     def answer(number: int, request: tuple[Any, ...]) -> None:
         try:
@@ -389,29 +378,19 @@ def _answer_requests(sock: socket.socket, store: Store, claimed: dict[str, Job],
         except Exception as e:  # noqa: BLE001 - a bug, told to the parent as a store error
             reply = ("bug", type(e).__name__, f"{type(e).__name__}: {e}")
         try:
-            with sending:
-                _send(sock, (number, reply))
+            _send(sock, (number, reply))
         except OSError:
             pass  # the runner is gone: what it asked for is still done (its results kept)
 
-    def serve_queue(queue: list[tuple[int, int, tuple[Any, ...]]]) -> None:
-        while True:
-            with more:
-                while not queue and not ended[0]:
-                    more.wait()
-                if not queue:
-                    return  # the runner is done with us (or gone), and nothing is left to do
-                _, number, request = heapq.heappop(queue)
-            answer(number, request)
-
     threading.Thread(target=receive, name="awty-store-requests", daemon=True).start()
-    writer = None
-    if apart:
-        writer = threading.Thread(target=serve_queue, args=(writes,), name="awty-store-writes")
-        writer.start()
-    serve_queue(waiting)
-    if writer is not None:
-        writer.join()  # its results are written before the store closes
+    while True:
+        with more:
+            while not waiting and not ended[0]:
+                more.wait()
+            if not waiting:
+                return  # the runner is done with us (or gone), and nothing is left to do
+            _, number, request = heapq.heappop(waiting)
+        answer(number, request)
 
 
 def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> Any:
