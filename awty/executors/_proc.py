@@ -39,9 +39,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..execenv import restore, token_of
-from ..model import ApiToken, Attempt, Job
+from ..errors import AwtyError
+from ..model import Answer, ApiToken, Attempt, Job, Result
 from ..slots import iso
 from ..storable import text_of
+from .base import truncate
 
 # Environment variables the child must never see (the secret itself, and where it lives).
 SECRET_ENV = ("AWTY_SIGNING_SECRET", "AWTY_SIGNING_SECRET_FILE")
@@ -50,6 +52,7 @@ TAIL_KEEP = 64 * 1024  # bytes kept from the end of a stream: enough for a last 
 REAP_GRACE = 5.0  # seconds to wait for a SIGKILLed leader to be reaped
 DRAIN_GRACE = 1.0  # seconds to collect what is left in the pipes after the leader is gone
 READ_SIZE = 256 * 1024  # bytes read from an output pipe at a time
+ERROR_LIMIT = 500  # characters of an error kept in a result
 
 
 class Capture:
@@ -268,6 +271,31 @@ async def run_process(argv: list[str], *, stdin: bytes, cwd: str | None, env: di
 
 
 TokenLookup = Callable[[str], ApiToken | None]  # ``Store.token_named``
+
+
+async def attempt_process(argv: list[str], what: str, job: Job, attempt: Attempt, *,
+                          stdin: bytes, tokens: TokenLookup | None,
+                          limit: asyncio.Semaphore, keep: int) -> ProcOutcome | Result:
+    """One attempt's process, ``argv`` (``what`` names it in errors), in the job's directory
+    and environment, at most ``limit`` at once; or the Result when it could not run. A job
+    whose directory is gone or whose token was revoked fails (never run elsewhere or with
+    another environment); a store that cannot say now, or a machine too busy to start a
+    process (EAGAIN, EMFILE, ENOMEM), is tried again later."""
+    try:
+        cwd = job_cwd(job)
+        env = await environment(job, attempt, tokens)
+    except (FileNotFoundError, LookupError) as e:  # its directory gone, its token revoked
+        return Result(Answer.FAIL, error=truncate(str(e), ERROR_LIMIT))
+    except AwtyError as e:
+        return Result(Answer.RETRY, error=truncate(str(e), ERROR_LIMIT))
+    async with limit:
+        try:
+            return await run_process(argv, stdin=stdin, cwd=cwd, env=env,
+                                     timeout=attempt.timeout, keep=keep)
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as e:
+            return Result(Answer.FAIL, error=truncate(f"cannot start {what}: {e}", ERROR_LIMIT))
+        except OSError as e:
+            return Result(Answer.RETRY, error=truncate(f"cannot start {what}: {e}", ERROR_LIMIT))
 
 
 async def environment(job: Job, attempt: Attempt,

@@ -11,13 +11,11 @@ from typing import Any
 
 from ..clock import Clock
 from ..config import Settings
-from ..errors import AwtyError
 from ..model import Answer, Attempt, Job, Result
 from . import _proc
 from .base import recheck_from_text, truncate
 
 SHELL = "/bin/sh"
-ERROR_LIMIT = 500
 
 
 class ExecExecutor:
@@ -29,28 +27,12 @@ class ExecExecutor:
         self._limit = _proc.limiter(settings.concurrency)
 
     async def run(self, job: Job, attempt: Attempt) -> Result:
-        try:
-            cwd = _proc.job_cwd(job)
-        except FileNotFoundError as e:
-            return Result(Answer.FAIL, error=str(e))
-        try:
-            env = await _proc.environment(job, attempt, self._tokens)
-        except LookupError as e:  # its token was revoked: no run with another environment
-            return Result(Answer.FAIL, error=truncate(str(e), ERROR_LIMIT))
-        except AwtyError as e:  # the store cannot say now
-            return Result(Answer.RETRY, error=truncate(str(e), ERROR_LIMIT))
-        async with self._limit:
-            try:
-                proc = await _proc.run_process(
-                    [SHELL, "-c", job.target], stdin=job.payload_json.encode("utf-8"),
-                    cwd=cwd, env=env, timeout=attempt.timeout,
-                    keep=self._settings.history_output_bytes)
-            except (FileNotFoundError, NotADirectoryError, PermissionError) as e:
-                return Result(Answer.FAIL, error=truncate(f"cannot start {SHELL}: {e}",
-                                                          ERROR_LIMIT))
-            except OSError as e:  # EAGAIN, EMFILE, ENOMEM: the machine is busy, try later
-                return Result(Answer.RETRY, error=truncate(f"cannot start {SHELL}: {e}",
-                                                           ERROR_LIMIT))
+        proc = await _proc.attempt_process(
+            [SHELL, "-c", job.target], SHELL, job, attempt,
+            stdin=job.payload_json.encode("utf-8"), tokens=self._tokens, limit=self._limit,
+            keep=self._settings.history_output_bytes)
+        if isinstance(proc, Result):
+            return proc
         return self._result(proc, attempt)
 
     def _result(self, proc: _proc.ProcOutcome, attempt: Attempt) -> Result:
@@ -75,7 +57,7 @@ class ExecExecutor:
             at = recheck_from_text(line, self._clock.now()) if line else None
         except ValueError as e:
             return done(Answer.FAIL, error=truncate(f"bad re-check in the last output line: {e}",
-                                                    ERROR_LIMIT))
+                                                    _proc.ERROR_LIMIT))
         if at is not None:
             return done(Answer.RECHECK, recheck_at=at)
         return done(Answer.DONE)

@@ -18,14 +18,12 @@ from typing import Any
 
 from ..clock import Clock
 from ..config import Settings
-from ..errors import AwtyError
 from ..model import Answer, Attempt, Job, Result
 from ..storable import text_of
 from . import _proc
 from .base import truncate
 from .pyworker import TARGET, bootstrap, request
 
-ERROR_LIMIT = 500
 _AWTY_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -42,29 +40,12 @@ class PythonExecutor:
         if not TARGET.match(job.target):
             return Result(Answer.FAIL, error=truncate(
                 f"bad python target {job.target!r}: expected package.module:function",
-                ERROR_LIMIT))
-        try:
-            cwd = _proc.job_cwd(job)
-        except FileNotFoundError as e:
-            return Result(Answer.FAIL, error=str(e))
-        try:
-            env = await _proc.environment(job, attempt, self._tokens)
-        except LookupError as e:  # its token was revoked: no run with another environment
-            return Result(Answer.FAIL, error=truncate(str(e), ERROR_LIMIT))
-        except AwtyError as e:  # the store cannot say now
-            return Result(Answer.RETRY, error=truncate(str(e), ERROR_LIMIT))
-        stdin = request(job.target, job, attempt)
-        async with self._limit:
-            try:
-                proc = await _proc.run_process(
-                    self._argv, stdin=stdin, cwd=cwd, env=env,
-                    timeout=attempt.timeout, keep=self._settings.history_output_bytes)
-            except (FileNotFoundError, NotADirectoryError, PermissionError) as e:
-                return Result(Answer.FAIL, error=truncate(f"cannot start python: {e}",
-                                                          ERROR_LIMIT))
-            except OSError as e:
-                return Result(Answer.RETRY, error=truncate(f"cannot start python: {e}",
-                                                           ERROR_LIMIT))
+                _proc.ERROR_LIMIT))
+        proc = await _proc.attempt_process(
+            self._argv, "python", job, attempt, stdin=request(job.target, job, attempt),
+            tokens=self._tokens, limit=self._limit, keep=self._settings.history_output_bytes)
+        if isinstance(proc, Result):
+            return proc
         return self._result(proc, attempt)
 
     def _result(self, proc: _proc.ProcOutcome, attempt: Attempt) -> Result:
@@ -73,7 +54,7 @@ class PythonExecutor:
         rc = proc.returncode
 
         def result(answer: Answer, error: str | None = None, **kw: Any) -> Result:
-            return Result(answer, status=rc, error=truncate(error, ERROR_LIMIT),
+            return Result(answer, status=rc, error=truncate(error, _proc.ERROR_LIMIT),
                           output=output, duration=proc.duration, **kw)
 
         if proc.timed_out:
