@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring
 
 from .model import ApiToken, Execution, HistoryRow, Job
 from .record import Record, _draft, _seal
@@ -37,6 +38,47 @@ def job_dict(job: Job) -> dict[str, Any]:
         "lease_until": iso(job.lease_until) if job.lease_until else None,
         "last_error": job.last_error,
     }
+
+
+# JSON as the HTTP API answers (Starlette's JSONResponse): compact, UTF-8 as is, no NaN
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def _text(value: str | None) -> str:
+    return "null" if value is None else encode_basestring(value)
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "null"
+    return int.__repr__(value) if type(value) is int else _COMPACT(value)
+
+
+def _at(at: Any) -> str:
+    return f'"{iso(at)}"' if at else "null"
+
+
+def job_json(job: Job, before: str = "", after: str = "") -> str:
+    """``job_dict(job)`` as compact JSON text (``_COMPACT``'s bytes for it) in ~1/3 of the
+    time (serve's batch answer holds thousands): built from the job's fields, its payload the
+    JSON text the job holds (stored compact by ``payload_text``), not parsed and dumped again.
+    ``before``/``after``: members put first and last (``"state":"pending",``)."""
+    headers = job.headers
+    return (
+        f'{{{before}"id":{encode_basestring(job.id)},"kind":"{job.kind.value}",'
+        f'"target":{encode_basestring(job.target)},"entity":{_text(job.entity_name)},'
+        f'"key":{_text(job.entity_key)},"payload":{job.payload_json},'
+        f'"headers":{_COMPACT(redact_headers(headers)) if headers else "{}"},'
+        f'"status":"{job.status.value}","slot":"{slot_id(job.next_check_at)}",'
+        f'"first_check_at":"{iso(job.first_check_at)}",'
+        f'"next_check_at":"{iso(job.next_check_at)}","check_count":{_number(job.check_count)},'
+        f'"attempt":{_number(job.attempt)},"max_checks":{_number(job.max_checks)},'
+        f'"horizon":{_number(job.horizon)},"timeout":{_number(job.timeout)},'
+        f'"max_attempts":{_number(job.max_attempts)},'
+        f'"misfire_grace":{_number(job.misfire_grace)},'
+        f'"idempotency_key":{_text(job.idempotency_key)},'
+        f'"created_at":{_at(job.created_at)},"updated_at":{_at(job.updated_at)},'
+        f'"lease_until":{_at(job.lease_until)},"last_error":{_text(job.last_error)}{after}}}')
 
 
 def execution_dict(e: Execution) -> dict[str, Any]:

@@ -4,7 +4,10 @@ server and load generator, the server's utime+stime read from /proc before and a
 
 ``python -m bench.servecpu --requests 3000 --batch-jobs 20000 [--pg-url URL]``: prints
 CPU ms per ``POST /v1/jobs`` and per job of ``POST /v1/jobs/batch``, and the bound they put
-on one core's throughput (1 / CPU per request)."""
+on one core's throughput (1 / CPU per request).
+
+``--base DIR`` (another checkout, e.g. a worktree of main): an interleaved A/B, each run
+measuring DIR's serve ("A") and this tree's ("B") in turn, the order swapped every run."""
 
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
-def measure(work: Path, pg_url: str | None, requests: int, batch_jobs: int) -> dict[str, float]:
-    s = Served(work, pg_url)
+def measure(work: Path, pg_url: str | None, requests: int, batch_jobs: int,
+            tree: Path | None = None) -> dict[str, float]:
+    s = Served(work, pg_url, tree)
     target = "http://127.0.0.1:9/serve"
     try:
         one = json.dumps({"target": target, "in": "2h", "payload": {"n": 1}}).encode()
@@ -68,21 +72,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-jobs", type=int, default=20_000)
     ap.add_argument("--pg-url", default=None)
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--base", type=Path, default=None,
+                    help="another checkout: interleaved A (it) / B (this tree)")
+    ap.add_argument("--stores", default="sqlite,pg")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="awty-servecpu-"))
+    trees: list[tuple[str, Path | None]] = [("", None)]
+    if a.base is not None:
+        trees = [("A ", a.base.resolve()), ("B ", None)]
     try:
-        for _ in range(a.runs):
+        for run in range(a.runs):
             for store, url in (("SQLite", None), ("PostgreSQL", a.pg_url)):
-                if store == "PostgreSQL" and url is None:
+                if (store == "PostgreSQL" and url is None
+                        or ("pg" if url else "sqlite") not in a.stores.split(",")):
                     continue
-                g = measure(work, url, a.requests, a.batch_jobs)
-                print(f"{store}: POST /v1/jobs {g['add_cpu_ms']:.3f} ms CPU a request "
-                      f"({g['add_sys_ms']:.3f} system) "
-                      f"(one core: {1000 / g['add_cpu_ms']:,.0f}/s; wall here "
-                      f"{g['add_wall']:,.0f}/s, p99 {g['p99_ms']:.1f} ms); batch "
-                      f"{g['batch_cpu_us']:.1f} us CPU a job (one core: "
-                      f"{1e6 / g['batch_cpu_us']:,.0f} jobs/s; wall {g['batch_wall']:,.0f})",
-                      flush=True)
+                for label, tree in trees[::-1] if run % 2 else trees:
+                    g = measure(work, url, a.requests, a.batch_jobs, tree)
+                    print(f"{label}{store}: POST /v1/jobs {g['add_cpu_ms']:.3f} ms CPU a request "
+                          f"({g['add_sys_ms']:.3f} system) "
+                          f"(one core: {1000 / g['add_cpu_ms']:,.0f}/s; wall here "
+                          f"{g['add_wall']:,.0f}/s, p99 {g['p99_ms']:.1f} ms); batch "
+                          f"{g['batch_cpu_us']:.1f} us CPU a job (one core: "
+                          f"{1e6 / g['batch_cpu_us']:,.0f} jobs/s; wall {g['batch_wall']:,.0f})",
+                          flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import tokens
-from ..documents import JobView, job_dict, show_document
+from ..documents import job_dict, job_json, show_document
 from ..errors import InvalidInput
 from .auth import authorize, presented
 from .body import read_bytes, read_json, read_lines
@@ -65,9 +65,11 @@ async def add_job(request: Request) -> Response:
     state = request.app.state
     (added,) = await state.adds.add(token, _secret(request), [spec], True)
     state.metrics.added(1)
-    if added.created:
-        doc = show_document(JobView.of(added.job, []), [])
-        return JSONResponse(doc, 201, headers={"Location": f"/v1/jobs/{added.job.id}"})
+    if added.created:  # show_document's, built from the job with no read: JobView.of's
+        job = added.job
+        doc = job_json(job, f'"state":"{job.status.value}",', ',"executions":[]')
+        return Response(doc, 201, headers={"Location": f"/v1/jobs/{job.id}"},
+                        media_type="application/json")
     return JSONResponse(await state.backend.run(_shown, added.job.id), 200,
                         headers={"Location": f"/v1/jobs/{added.job.id}"})
 
@@ -86,8 +88,12 @@ async def add_batch(request: Request) -> Response:
     added = await state.adds.add(token, _secret(request), specs, False)
     created = sum(1 for r in added if r.created)
     state.metrics.added(created)
-    return JSONResponse({"created": created, "jobs": [
-        {**job_dict(r.job), "created": r.created} for r in added]}, 201 if created else 200)
+    # each job's document as job_dict's JSON, with its created last (job_json: ~1/3 of
+    # building the dicts and dumping them)
+    jobs = ",".join([job_json(r.job, after=',"created":true' if r.created else
+                              ',"created":false') for r in added])
+    return Response(f'{{"created":{created},"jobs":[{jobs}]}}', 201 if created else 200,
+                    media_type="application/json")
 
 
 def _shown(a: Awty, job_id: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -39,11 +40,16 @@ def _port() -> int:
 
 
 class Served:
-    """A home, a token and ``awty serve`` on it (SQLite, or PostgreSQL with ``pg_url``)."""
+    """A home, a token and ``awty serve`` on it (SQLite, or PostgreSQL with ``pg_url``);
+    ``tree``: the awty of another checkout (bench/servecpu.py's A/B), else this one's."""
 
-    def __init__(self, workdir: Path, pg_url: str | None) -> None:
+    def __init__(self, workdir: Path, pg_url: str | None, tree: Path | None = None) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="serve-", dir=workdir))
         self.env = {**os.environ}
+        self.awty = [str(AWTY_SCRIPT)]
+        if tree is not None:
+            self.awty = [sys.executable, "-P", "-m", "awty"]  # -P: not the cwd's awty
+            self.env["PYTHONPATH"] = str(tree)
         self.schema = None
         if pg_url:
             self.schema = f"bench_{uuid.uuid4().hex[:8]}"
@@ -53,7 +59,7 @@ class Served:
         self.token = self._cli("token", "new", "bench", "--scope", "jobs:write").strip()
         self.port = _port()
         self.proc = subprocess.Popen(
-            [str(AWTY_SCRIPT), "--home", str(self.home), "serve", "--port", str(self.port)],
+            [*self.awty, "--home", str(self.home), "serve", "--port", str(self.port)],
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent)
         deadline = time.monotonic() + 30
@@ -67,7 +73,7 @@ class Served:
         raise RuntimeError("awty serve did not listen within 30 s")
 
     def _cli(self, *args: str) -> str:
-        p = subprocess.run([str(AWTY_SCRIPT), "--home", str(self.home), *args], env=self.env,
+        p = subprocess.run([*self.awty, "--home", str(self.home), *args], env=self.env,
                            capture_output=True, text=True, timeout=120)
         if p.returncode:
             raise RuntimeError(f"awty {args[0]}: {p.stderr.strip()}")
