@@ -47,12 +47,19 @@ def store_families(a: Awty) -> list[Metric]:
     pending = GaugeMetricFamily("awty_pending_jobs", "Pending jobs by how far ahead their "
                                 "slot is", labels=["window"])
     counts = dict.fromkeys((w for w, _ in WINDOWS), 0)
-    for slot, n in a.slots():
+    # the slots of the next 24 hours (and past ones) from the slot index's range; the jobs
+    # after them are the total (counted above) less those: not a GROUP BY over every pending
+    # job at each scrape (~6 ms of SQLite's CPU a scrape for 100,000 jobs)
+    near = 0
+    for slot, n in a.store.slots_with_work(until=now + timedelta(seconds=WINDOWS[-2][1])):
         ahead = (slot - now).total_seconds()
         for name, top in WINDOWS:
             if top is None or ahead <= top:
                 counts[name] += n
+                near += n
                 break
+    # two reads, not one transaction: a slot filled between them is not a negative count
+    counts["later"] = max(0, doc["pending"]["total"] - near)
     for name, n in counts.items():
         pending.add_metric([name], n)
     by_kind = GaugeMetricFamily("awty_pending_jobs_by_kind", "Pending jobs by kind",
