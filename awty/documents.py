@@ -44,13 +44,7 @@ def job_dict(job: Job) -> dict[str, Any]:
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
-def _text(value: str | None) -> str:
-    return "null" if value is None else encode_basestring(value)
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "null"
+def _number(value: float) -> str:
     return int.__repr__(value) if type(value) is int else _COMPACT(value)
 
 
@@ -59,26 +53,33 @@ def _at(at: Any) -> str:
 
 
 def job_json(job: Job, before: str = "", after: str = "") -> str:
-    """``job_dict(job)`` as compact JSON text (``_COMPACT``'s bytes for it) in ~1/3 of the
+    """``job_dict(job)`` as compact JSON text (``_COMPACT``'s bytes for it) in ~1/4 of the
     time (serve's batch answer holds thousands): built from the job's fields, its payload the
     JSON text the job holds (stored compact by ``payload_text``), not parsed and dumped again.
-    ``before``/``after``: members put first and last (``"state":"pending",``)."""
-    headers = job.headers
+    ``before``/``after``: members put first and last (``"state":"pending",``). What costs
+    most here is a call a field: the fields most often empty are tested inline, the id (26
+    Crockford base32 characters, ``checked_id``) needs no escaping, and an enum is formatted
+    as the str it is (``.value`` is a Python-level property)."""
+    j, q = job, encode_basestring
     return (
-        f'{{{before}"id":{encode_basestring(job.id)},"kind":"{job.kind.value}",'
-        f'"target":{encode_basestring(job.target)},"entity":{_text(job.entity_name)},'
-        f'"key":{_text(job.entity_key)},"payload":{job.payload_json},'
-        f'"headers":{_COMPACT(redact_headers(headers)) if headers else "{}"},'
-        f'"status":"{job.status.value}","slot":"{slot_id(job.next_check_at)}",'
-        f'"first_check_at":"{iso(job.first_check_at)}",'
-        f'"next_check_at":"{iso(job.next_check_at)}","check_count":{_number(job.check_count)},'
-        f'"attempt":{_number(job.attempt)},"max_checks":{_number(job.max_checks)},'
-        f'"horizon":{_number(job.horizon)},"timeout":{_number(job.timeout)},'
-        f'"max_attempts":{_number(job.max_attempts)},'
-        f'"misfire_grace":{_number(job.misfire_grace)},'
-        f'"idempotency_key":{_text(job.idempotency_key)},'
-        f'"created_at":{_at(job.created_at)},"updated_at":{_at(job.updated_at)},'
-        f'"lease_until":{_at(job.lease_until)},"last_error":{_text(job.last_error)}{after}}}')
+        f'{{{before}"id":"{j.id}","kind":"{j.kind}","target":{q(j.target)},'
+        f'"entity":{"null" if j.entity_name is None else q(j.entity_name)},'
+        f'"key":{"null" if j.entity_key is None else q(j.entity_key)},'
+        f'"payload":{j.payload_json},'
+        f'"headers":{_COMPACT(redact_headers(j.headers)) if j.headers else "{}"},'
+        f'"status":"{j.status}","slot":"{slot_id(j.next_check_at)}",'
+        f'"first_check_at":"{iso(j.first_check_at)}","next_check_at":"{iso(j.next_check_at)}",'
+        f'"check_count":{_number(j.check_count)},"attempt":{_number(j.attempt)},'
+        f'"max_checks":{"null" if j.max_checks is None else _number(j.max_checks)},'
+        f'"horizon":{"null" if j.horizon is None else _number(j.horizon)},'
+        f'"timeout":{"null" if j.timeout is None else _number(j.timeout)},'
+        f'"max_attempts":{"null" if j.max_attempts is None else _number(j.max_attempts)},'
+        f'"misfire_grace":{"null" if j.misfire_grace is None else _number(j.misfire_grace)},'
+        f'"idempotency_key":'
+        f'{"null" if j.idempotency_key is None else q(j.idempotency_key)},'
+        f'"created_at":{_at(j.created_at)},"updated_at":{_at(j.updated_at)},'
+        f'"lease_until":{"null" if j.lease_until is None else _at(j.lease_until)},'
+        f'"last_error":{"null" if j.last_error is None else q(j.last_error)}{after}}}')
 
 
 def execution_dict(e: Execution) -> dict[str, Any]:
