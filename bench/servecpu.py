@@ -4,7 +4,8 @@ server and load generator, the server's utime+stime read from /proc before and a
 
 ``python -m bench.servecpu --requests 3000 --batch-jobs 20000 [--pg-url URL]``: prints
 CPU ms per ``POST /v1/jobs`` and per job of ``POST /v1/jobs/batch``, and the bound they put
-on one core's throughput (1 / CPU per request).
+on one core's throughput (1 / CPU per request); of it, the event loop's (the main thread: HTTP,
+parsing, answers), the rest being the store's thread (the adds).
 
 ``--base DIR`` (another checkout, e.g. a worktree of main): an interleaved A/B, each run
 measuring DIR's serve ("A") and this tree's ("B") in turn, the order swapped every run."""
@@ -35,6 +36,13 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
+def loop_seconds(pid: int) -> float:
+    """utime + stime of ``pid``'s main thread alone: serve's event loop (the store's work is
+    on threads of its own)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def measure(work: Path, pg_url: str | None, requests: int, batch_jobs: int,
             tree: Path | None = None) -> dict[str, float]:
     s = Served(work, pg_url, tree)
@@ -43,21 +51,25 @@ def measure(work: Path, pg_url: str | None, requests: int, batch_jobs: int,
         one = json.dumps({"target": target, "in": "2h", "payload": {"n": 1}}).encode()
         load(s.port, s.token, "/v1/jobs", [one] * 300)  # warm-up
         u0, s0 = cpu_split(s.proc.pid)
+        l0 = loop_seconds(s.proc.pid)
         single = load(s.port, s.token, "/v1/jobs", [one] * requests)
         u1, s1 = cpu_split(s.proc.pid)
+        l1 = loop_seconds(s.proc.pid)
         c0, c1 = u0 + s0, u1 + s1
         assert single["statuses"] == {201: requests}, single["statuses"]
         lines = [json.dumps({"target": target, "in": f"{1 + i % 20}h", "entity": "b",
                              "key": str(i)}) for i in range(batch_jobs)]
         bodies = [("[" + ",".join(lines[i:i + BATCH]) + "]").encode()
                   for i in range(0, batch_jobs, BATCH)]
-        c2 = cpu_seconds(s.proc.pid)
+        c2, l2 = cpu_seconds(s.proc.pid), loop_seconds(s.proc.pid)
         batch = load(s.port, s.token, "/v1/jobs/batch", bodies, connections=4)
-        c3 = cpu_seconds(s.proc.pid)
+        c3, l3 = cpu_seconds(s.proc.pid), loop_seconds(s.proc.pid)
         assert set(batch["statuses"]) == {201}, batch["statuses"]
         lat = single["latencies"]
         return {"add_cpu_ms": (c1 - c0) * 1000 / requests,
                 "add_sys_ms": (s1 - s0) * 1000 / requests,
+                "add_loop_ms": (l1 - l0) * 1000 / requests,
+                "batch_loop_us": (l3 - l2) * 1e6 / batch_jobs,
                 "batch_cpu_us": (c3 - c2) * 1e6 / batch_jobs,
                 "add_wall": requests / single["seconds"],
                 "p99_ms": lat[int(0.99 * len(lat))] * 1000,
@@ -88,11 +100,13 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for label, tree in trees[::-1] if run % 2 else trees:
                     g = measure(work, url, a.requests, a.batch_jobs, tree)
-                    print(f"{label}{store}: POST /v1/jobs {g['add_cpu_ms']:.3f} ms CPU a request "
-                          f"({g['add_sys_ms']:.3f} system) "
+                    print(f"{label}{store}: POST /v1/jobs {g['add_cpu_ms']:.3f} ms CPU a "
+                          "request "
+                          f"({g['add_sys_ms']:.3f} system, {g['add_loop_ms']:.3f} event loop) "
                           f"(one core: {1000 / g['add_cpu_ms']:,.0f}/s; wall here "
                           f"{g['add_wall']:,.0f}/s, p99 {g['p99_ms']:.1f} ms); batch "
-                          f"{g['batch_cpu_us']:.1f} us CPU a job (one core: "
+                          f"{g['batch_cpu_us']:.1f} us CPU a job ({g['batch_loop_us']:.1f} event "
+                          f"loop; one core: "
                           f"{1e6 / g['batch_cpu_us']:,.0f} jobs/s; wall {g['batch_wall']:,.0f})",
                           flush=True)
     finally:
