@@ -464,23 +464,10 @@ class Awty:
                environ: dict[str, str] | None, single: bool
                ) -> tuple[list[Job], list[str | None]]:
         """The jobs of ``specs`` and their fingerprints; ``InvalidInput`` naming the bad one."""
-        from . import jobspec
+        from .specbatch import build_many
 
-        cwd = cwd or os.getcwd()
-        jobs, fps = [], []
-        memo: dict[Any, Any] = {}
-        for n, spec in enumerate(specs, 1):
-            if not isinstance(spec, dict):
-                raise InvalidInput(f"line {n}: not a JSON object")
-            try:
-                job, fp = jobspec.build(spec, now=now, settings=self.settings,
-                                        local=self.tz, cwd=cwd, memo=memo,
-                                        environ=environ)
-            except InvalidInput as e:
-                raise InvalidInput(str(e) if single else f"line {n}: {e}") from None
-            jobs.append(job)
-            fps.append(fp)
-        return jobs, fps
+        return build_many(specs, now=now, settings=self.settings, local=self.tz,
+                          cwd=cwd or os.getcwd(), environ=environ, single=single)
 
     def _stored(self, jobs: list[Job], fps: list[str | None]) -> list[AddResult]:
         added = self.store.add(jobs, fps)

@@ -50,8 +50,8 @@ def shard_of(job_id: str, count: int) -> int:
 # -- making a job id: a ULID of its first due time ---------------------------------------
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> 2 characters
-_SHIFTS = range(120, -10, -10)
-_LOW = range(70, -10, -10)  # the random part's pairs (``new_ids``)
+_LOW = range(70, -10, -10)  # the random part's pairs (bits 0-79)
+_heads: dict[int, str] = {}  # ms -> its ids' first ten characters (``_head``)
 
 
 _random = bytearray()  # os.urandom bytes not yet used: one system call per 400 ids, not each
@@ -108,8 +108,18 @@ def new_id(at: datetime) -> str:
         else:
             r = prev + 1 + _take(4)
         _last[ms] = r
-    n = (ms << 80) | r
-    return "".join([_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
+    return _head(ms) + "".join([_PAIRS[(r >> s) & 1023] for s in _LOW])
+
+
+def _head(ms: int) -> str:
+    """The first ten characters of an id of ``ms`` (bits 80-129: five whole pairs), the same
+    for all its ids: made once per moment, a batch's jobs share a few (``add_many``)."""
+    head = _heads.get(ms)
+    if head is None:
+        if len(_heads) >= 4096:
+            _heads.clear()
+        head = _heads[ms] = "".join([_PAIRS[(ms >> s) & 1023] for s in range(40, -10, -10)])
+    return head
 
 
 def new_ids(at: datetime, n: int) -> list[str]:
@@ -133,8 +143,7 @@ def new_ids(at: datetime, n: int) -> list[str]:
             parts.append(r)
             prev = r
         _last[ms] = r
-    # The time is the first ten characters (bits 80-129: five whole pairs), the same for all
-    head = "".join([_PAIRS[(ms >> s) & 1023] for s in range(40, -10, -10)])
+    head = _head(ms)
     return [head + "".join([_PAIRS[(r >> s) & 1023] for s in _LOW]) for r in parts]
 
 
