@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 SHARED = ("kind", "target", "headers", "cwd", "entity", "max_checks", "max_attempts",
           "horizon", "timeout", "misfire_grace")
 _PENDING = Status.PENDING
-_ABSENT = object()  # a field left out is not one given as null ("kind" defaults to http)
 
 
 def _frozen(headers: Any) -> Any:
@@ -71,6 +70,9 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
     fps: list[str | None] = []
     memo: dict[Any, Any] = {}  # build's: each distinct time and URL checked once
     shared: dict[Any, _Shared] = {}
+    last = _Shared()  # read only once set: no spec's values are None
+    last_values: Any = None
+    last_types: Any = None
     keys_ok = jobspec.SPEC_KEYS.issuperset
     payload_text = jobspec.payload_text
     first_and_slot = jobspec._first_and_slot
@@ -83,15 +85,23 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
         else:
             job = None
             try:
-                if keys_ok(spec):
-                    values = [spec.get(k, _ABSENT) for k in SHARED]
-                    if values[2] is not _ABSENT:
-                        values[2] = _frozen(values[2])
+                values = tuple(map(spec.get, SHARED))
+                # a kind given as null is refused, left out it is http: build tells them apart
+                if keys_ok(spec) and (values[0] is not None or "kind" not in spec):
+                    if values[2] is not None:
+                        values = values[:2] + (_frozen(values[2]),) + values[3:]
                     # The types are part of the key: True == 1 == 1.0, but they do not read alike
-                    key = (tuple(values), tuple(map(type, values)))
-                    s = shared.get(key)
-                    if s is None:
-                        s = shared[key] = _checked_shared(spec, settings, cwd, environ, memo)
+                    types = tuple(map(type, values))
+                    if values == last_values and types == last_types:
+                        s = last  # a batch's jobs mostly share them with the one before
+                    else:
+                        key = (values, types)
+                        found = shared.get(key)
+                        if found is None:
+                            found = shared[key] = _checked_shared(spec, settings, cwd, environ,
+                                                                  memo)
+                        s = found
+                        last, last_values, last_types = s, values, types
                     entity_key = text(spec, "key")
                     if entity_key is None or s.entity is not None:
                         first, slot = first_and_slot(spec, now, settings, local, memo)
