@@ -45,6 +45,14 @@ def slow_except(values: list[Any], fast: set[Any]) -> list[Any]:
     return [v if v in fast else pytest.param(v, marks=pytest.mark.slow) for v in values]
 
 
+# Every execution a SQLite home recorded, as a table for ``db_rows`` or a query: the event
+# log's rows and those folded into history rows (migration 11), in job_event's columns.
+EXECUTIONS = ("(SELECT job_id, at, slot, check_no, attempt, answer, status, duration_ms, "
+              "lateness_ms, error, host, pid FROM job_event UNION ALL SELECT id, exec_at, "
+              "exec_slot, exec_check, exec_attempt, exec_answer, last_status, duration_ms, "
+              "lateness_ms, error, host, pid FROM job_history WHERE exec_at IS NOT NULL)")
+
+
 def db_rows(home: Path, table: str) -> list[dict]:
     import sqlite3
 

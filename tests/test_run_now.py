@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from helpers import db_rows, tree_files
+from helpers import EXECUTIONS, db_rows, tree_files
 from freezegun import freeze_time
 from standardwebhooks.webhooks import Webhook
 from typer.testing import CliRunner
@@ -58,7 +58,7 @@ def test_fires_now_signed_lower_case_and_prefix_ids(home, rx):
     assert not any((home / "slots").iterdir())
     assert {h["outcome"] for h in hist(home).values()} == {"done"}
     # Each execution is recorded under the job's own slot, as the body's "slot" says.
-    assert sorted(e["slot"] for e in db_rows(home, "job_event")) == [a["slot"], b["slot"]]
+    assert sorted(e["slot"] for e in db_rows(home, EXECUTIONS)) == [a["slot"], b["slot"]]
     assert reqs[0].json()["slot"] in (a["slot"], b["slot"])
 
 
@@ -141,7 +141,7 @@ def test_job_held_by_a_live_runner_is_not_sent_twice(home, rx):
     assert p.returncode == 0, err
     assert len(rx.requests("/slow")) == 1
     assert hist(home)[job["id"]]["outcome"] == "done"
-    executions = db_rows(home, "job_event")
+    executions = db_rows(home, EXECUTIONS)
     assert len(executions) == 1 and executions[0]["slot"] == slot
 
 

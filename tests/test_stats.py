@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from helpers import T0, db_rows
+from helpers import EXECUTIONS, T0, db_rows
 from typer.testing import CliRunner
 
 from awty import stats
@@ -112,7 +112,7 @@ def test_prune(busy):
     assert stats.prune(busy, timedelta(days=1)) == 1
     rows = db_rows(busy.home, "job_history")
     assert sorted(r["outcome"] for r in rows) == ["done", "failed", "gone"]
-    assert all(e["at"] >= iso(T0 - timedelta(days=1)) for e in db_rows(busy.home, "job_event"))
+    assert all(e["at"] >= iso(T0 - timedelta(days=1)) for e in db_rows(busy.home, EXECUTIONS))
     assert stats.prune(busy, timedelta(days=1)) == 0
     assert len(db_rows(busy.home, "future_job")) == 4  # pending work is never pruned
     with pytest.raises(InvalidInput):

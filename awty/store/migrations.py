@@ -10,7 +10,7 @@ TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name a
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 def _m001_initial(db: Database) -> None:
@@ -190,9 +190,20 @@ def _m010_api_tokens(db: Database) -> None:
                "last_used_at TEXT)")
 
 
+def _m011_folded_executions(db: Database) -> None:
+    # The execution that ended a job, when its status, duration, lateness, error, host and pid
+    # are the history row's own, is kept on that row (exec_*) rather than as a job_event row:
+    # each finished job wrote a history row and an event row, and the event row with its two
+    # index entries was ~10% of a slot's store work (BENCHMARKS.md, `ratio_bare`). Reads of
+    # executions take both (sqlite_rows.EXECUTIONS); exec_at is NULL on other rows.
+    for column, kind in (("exec_at", "TEXT"), ("exec_slot", "TEXT"), ("exec_check", "INTEGER"),
+                         ("exec_attempt", "INTEGER"), ("exec_answer", "TEXT")):
+        db.execute(f"ALTER TABLE job_history ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index,
               _m005_slot_entity_index, _m006_started_marks, _m007_meta, _m008_runners,
-              _m009_schedules, _m010_api_tokens]
+              _m009_schedules, _m010_api_tokens, _m011_folded_executions]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, overload
 
-from ..model import Execution, HistoryRow, Job, Kind, Outcome, Result, Status
+from ..model import End, Execution, HistoryRow, Job, Kind, Outcome, Result, Status
 from . import rules
 from .jobdict import job_to_json
 
@@ -112,6 +112,17 @@ def history_row(j: Job, outcome: Outcome, reason: str, now: datetime, fingerprin
         # What `retry` and idempotency need to rebuild the job; a plain done job keeps none.
         job_to_json(j) if keep else None, host, pid, j.schedule,
     )
+
+
+def finished_row(e: End, now: datetime, fingerprint: str | None, owner: str,
+                 x: Execution | None) -> tuple[tuple[Any, ...], Execution | None]:
+    """The history row of a job a run ended (``FOLDED_COLUMNS`` after ``HISTORY_COLUMNS``),
+    with ``x``, its last execution, folded in when ``rules.folds`` allows (then ``x`` too)."""
+    row = history_row(e.job, e.outcome, e.reason, now, fingerprint, e.result, e.lateness, owner)
+    if x is not None and rules.folds(x, now, (row[12], row[13], row[14], row[15], row[21],
+                                              row[22])):
+        return (*row, sec(x.at), x.slot, x.check, x.attempt, x.answer.value), x
+    return (*row, None, None, None, None, None), None
 
 
 def execution_row(x: Execution) -> tuple[Any, ...]:

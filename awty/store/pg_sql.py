@@ -38,10 +38,24 @@ HISTORY_COPY_TYPES = (
 _HISTORY_READ = ("id, kind, target, entity_name, entity_key, outcome, reason, checks, attempts, "
                  "first_check_at, ended_at, created_at, duration_ms, last_status, error, output, "
                  "payload, host, pid, schedule")
+# An execution folded into its job's history row (migration 7; ``rules.folds``): the columns
+# a finished job's history row adds for it, and the history row read as an execution row.
+FOLDED_COLUMNS = ("exec_at", "exec_slot", "exec_check", "exec_attempt", "exec_answer")
+FOLDED_COPY_TYPES = HISTORY_COPY_TYPES + ("timestamptz", "text", "int4", "int4", "text")
+_AS_EXECUTION = ("id, exec_at, exec_slot, exec_check, exec_attempt, exec_answer, last_status, "
+                 "duration_ms, lateness_ms, error, host, pid")
 EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "status",
                      "duration_ms", "lateness_ms", "error", "host", "pid")
 EXECUTION_COPY_TYPES = ("text", "timestamptz", "text", "int4", "int4", "text", "int4", "float8",
                         "float8", "text", "text", "int4")
+
+_EXECUTION = ", ".join(EXECUTION_COLUMNS)
+# Every execution that began at or after the one parameter, as a table ``e``: a folded one
+# began no later than its row ended (``rules.folds``), so the ended_at index bounds the search.
+_SINCE = ("(WITH since AS (SELECT %s::timestamptz AS t) "
+          f"SELECT {_EXECUTION} FROM {{s}}.job_execution WHERE at >= (SELECT t FROM since) "
+          f"UNION ALL SELECT {_AS_EXECUTION} FROM {{s}}.job_history "
+          "WHERE ended_at >= (SELECT t FROM since) AND exec_at >= (SELECT t FROM since)) e")
 
 # Seconds a statement may wait for its answer before the store asks whether the server is
 # still there (pg_watch, pg_light): awty's statements take milliseconds; past this, ask.
@@ -82,6 +96,8 @@ TEXTS = {
                   + ", ".join(f"${i}" for i in range(1, len(JOB_COLUMNS) + 3)) + ")",
     "copy_history": f"COPY {{s}}.job_history ({', '.join(HISTORY_COLUMNS)}) FROM STDIN "
                     "(FORMAT BINARY)",
+    "copy_finished": f"COPY {{s}}.job_history ({', '.join(HISTORY_COLUMNS + FOLDED_COLUMNS)}) "
+                     "FROM STDIN (FORMAT BINARY)",
     "copy_executions": f"COPY {{s}}.job_execution ({', '.join(EXECUTION_COLUMNS)}) "
                        "FROM STDIN (FORMAT BINARY)",
     "key_lock": "SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int[]) AS k ORDER BY k",
@@ -94,11 +110,15 @@ TEXTS = {
     "get_for_update": f"SELECT {_JOB}, {LIVENESS} FROM {{s}}.future_job f WHERE id = %(id)s "
                       "FOR UPDATE",
     "get_history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history WHERE id = %s ORDER BY seq",
-    "executions": f"SELECT {', '.join(EXECUTION_COLUMNS)} FROM {{s}}.job_execution "
-                  "WHERE job_id = %s ORDER BY seq",
+    "executions": f"SELECT {_EXECUTION}, 0 AS src, seq FROM {{s}}.job_execution "
+                  f"WHERE job_id = %(id)s UNION ALL SELECT {_AS_EXECUTION}, 1, seq "
+                  "FROM {s}.job_history WHERE id = %(id)s AND exec_at IS NOT NULL "
+                  "ORDER BY at, src, seq",
     # the newest slot in the execution log and its first start, over the newest rows only
-    "last_fired": "SELECT slot, min(at) FROM (SELECT slot, at FROM {s}.job_execution ORDER BY "
-                  "seq DESC LIMIT 10000) e GROUP BY slot ORDER BY slot DESC LIMIT 1",
+    "last_fired": "SELECT slot, min(at) FROM ((SELECT slot, at FROM {s}.job_execution ORDER BY "
+                  "seq DESC LIMIT 10000) UNION ALL (SELECT exec_slot, exec_at FROM "
+                  "{s}.job_history ORDER BY seq DESC LIMIT 10000)) e WHERE at IS NOT NULL "
+                  "GROUP BY slot ORDER BY slot DESC LIMIT 1",
     "find_pending": "SELECT id, next_check_at FROM {s}.future_job WHERE id = ANY(%s)",
     "find_history": "SELECT DISTINCT id FROM {s}.job_history WHERE id = ANY(%s)",
     "match_ids": "SELECT id FROM (SELECT id FROM {s}.future_job WHERE id LIKE %(p)s "
@@ -184,16 +204,16 @@ TEXTS = {
     "stats_outcomes": "SELECT outcome, count(*) FROM {s}.job_history WHERE ended_at >= %s "
                       "GROUP BY outcome",
     "stats_answers": "SELECT answer, count(*), count(*) FILTER (WHERE attempt >= 2) "
-                     "FROM {s}.job_execution WHERE at >= %s GROUP BY answer",
+                     f"FROM {_SINCE} GROUP BY answer",
     "stats_lateness": """SELECT count(lateness_ms),
         percentile_cont(0.5) WITHIN GROUP (ORDER BY lateness_ms),
         percentile_cont(0.99) WITHIN GROUP (ORDER BY lateness_ms), max(lateness_ms)
-    FROM {s}.job_execution WHERE at >= %s AND lateness_ms IS NOT NULL""",
-    "durations_executions": "SELECT duration_ms AS d FROM {s}.job_execution WHERE at >= %s",
+    FROM """ + _SINCE + " WHERE lateness_ms IS NOT NULL",
+    "durations_executions": f"SELECT duration_ms AS d FROM {_SINCE}",
     # a run: one runner process's executions of one slot
     "durations_runs": "SELECT max(extract(epoch FROM at)::float8 * 1000 "
                       "+ coalesce(duration_ms, 0)) - min(extract(epoch FROM at)::float8 * 1000) "
-                      "AS d FROM {s}.job_execution WHERE at >= %s GROUP BY slot, host, pid",
+                      f"AS d FROM {_SINCE} GROUP BY slot, host, pid",
     "owner_alive": "SELECT %(owner_key)s IN (" + ALIVE + ")",
     "session_lock": "SELECT pg_advisory_lock_shared(%s, %s)",
     # the session lock is held by the backend this statement runs on (not so behind a pooler

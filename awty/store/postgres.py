@@ -41,10 +41,12 @@ from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
 from .pg_watch import Watch
 from .pg_rows import (
-    copy_rows, execution_row, history_row, job_to_row, lock_key, one, row_to_history, row_to_job,
-    sec,
+    copy_rows, execution_row, finished_row, history_row, job_to_row, lock_key, one,
+    row_to_history, row_to_job, sec,
 )
-from .pg_sql import EXECUTION_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql
+from .pg_sql import (
+    EXECUTION_COPY_TYPES, FOLDED_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql,
+)
 from .spec import StoreSpec
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -387,7 +389,7 @@ class PostgresStore:
 
     def executions(self, job_id: str) -> list[Execution]:
         with self._tx("cannot read executions") as cur:
-            rows = cur.execute(self.sql.executions, (job_id,)).fetchall()
+            rows = cur.execute(self.sql.executions, {"id": job_id}).fetchall()
         return [Execution(r[0], r[1], r[2], r[3], r[4], Answer(r[5]), r[6], r[7], r[8], r[9],
                           r[10], r[11]) for r in rows]
 
@@ -773,16 +775,24 @@ class PostgresStore:
                         # the decision's error, else the result's (as SQLite keeps it)
                         [rules.last_error(d.error, d.result) for d in reslots], owner))
                     applied.update(r[0] for r in cur.fetchall())
+                folded: dict[str, Execution] = {}
                 if ends:
                     owned = dict(cur.execute(self.sql.end_owned,
                                              ([e.job.id for e in ends], owner)).fetchall())
-                    copy_rows(cur, self.sql.copy_history, HISTORY_COPY_TYPES, [
-                        history_row(e.job, e.outcome, e.reason, now, owned[e.job.id], e.result,
-                                     e.lateness, owner) for e in ends if e.job.id in owned])
+                    last, rows = {x.job_id: x for x in executions}, []
+                    for e in ends:
+                        if e.job.id in owned:
+                            row, x = finished_row(e, now, owned[e.job.id], owner,
+                                                  last.get(e.job.id))
+                            rows.append(row)
+                            if x is not None:
+                                folded[x.job_id] = x
+                    copy_rows(cur, self.sql.copy_finished, FOLDED_COPY_TYPES, rows)
                     applied.update(owned)
-                if executions:
+                rest = [x for x in executions if folded.get(x.job_id) is not x]
+                if rest:
                     copy_rows(cur, self.sql.copy_executions, EXECUTION_COPY_TYPES,
-                               map(execution_row, executions))
+                               map(execution_row, rest))
         except UnicodeEncodeError as e:
             raise Unstorable(f"PostgreSQL at {self.where}: cannot record results: {e}"
                              ) from None

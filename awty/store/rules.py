@@ -20,7 +20,7 @@ from datetime import datetime
 
 from ..errors import Conflict
 from ..ids import runner_host_pid, runner_label
-from ..model import Added, Job, Outcome, Result, Schedule, Status, run_order
+from ..model import Added, Execution, Job, Outcome, Result, Schedule, Status, run_order
 from ..slots import iso
 from ..storable import storable
 
@@ -176,6 +176,21 @@ def ended(job: Job, outcome: Outcome, reason: str, result: Result | None,
         kept(result.output) if result is not None else None,
         outcome in REARMABLE or bool(job.idempotency_key), host, pid,
     )
+
+
+def folds(e: Execution, ended_at: datetime,
+          row: tuple[float | None, float | None, int | None, str | None, str | None, int | None],
+          ) -> bool:
+    """Whether the execution ``e`` that ended a job may be kept on the job's history row
+    (its exec_* columns) rather than as an execution row of its own: it says what the row
+    says, (duration_ms, lateness_ms, last_status, error, host, pid) as ``ended`` gives them,
+    and it began no later than the row's ``ended_at`` (reads of executions since an instant
+    find the folded ones through the history's ended_at index; both stores keep whole seconds,
+    and truncation keeps the order). Read back, it is the same execution."""
+    ms, late, status, error, host, pid = row
+    return (e.duration_ms == ms and e.lateness_ms == late and e.status == status
+            and kept(e.error) == error and e.host == host and e.pid == pid
+            and e.at <= ended_at)
 
 
 def last_error(error: str | None, result: Result | None) -> str | None:

@@ -31,7 +31,7 @@ from . import migrations, rules, sqlite_portable, sqlite_reports, sqlite_schedul
 from .filelocks import FlockSlotLock, OwnerSessions
 from .spec import StoreSpec
 from .sqlite_rows import (
-    CLAIM_COLUMNS, CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, SELECT_EXECUTION,
+    CLAIM_COLUMNS, CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, JOB_EXECUTIONS,
     SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many, job_filters,
     row_to_execution, row_to_history, row_to_job, translate, where,
 )
@@ -260,7 +260,7 @@ class SQLiteStore:
 
     def executions(self, job_id: str) -> list[Execution]:
         return [row_to_execution(r) for r in self.conn.execute(
-            SELECT_EXECUTION + " WHERE job_id = ? ORDER BY seq", (job_id,))]
+            JOB_EXECUTIONS, (job_id,))]
 
     def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
         with self.lock:
@@ -489,7 +489,9 @@ class SQLiteStore:
                     owner)).fetchone()
                 owned = set(json.loads(owned_json))
                 applied = [d for d in decisions if d.job.id in owned]
-                end_rows(c, [d for d in applied if isinstance(d, End)], now, owner)
+                mine = [e for e in executions if e.job_id in owned]
+                folded = end_rows(c, [d for d in applied if isinstance(d, End)], now, owner,
+                                  {e.job_id: e for e in mine})
                 forget_started(c, [d.job.id for d in applied if isinstance(d, Reslot)])
                 stamp = iso(now)
                 c.executemany(
@@ -500,7 +502,7 @@ class SQLiteStore:
                       m.result.status if m.result else None, m.job.id)
                      for m in applied if isinstance(m, Reslot)])
                 insert_many(c, EXECUTION_HEAD, len(EXECUTION_COLUMNS),
-                            [execution_to_row(e) for e in executions if e.job_id in owned])
+                            [execution_to_row(e) for e in mine if folded.get(e.job_id) is not e])
         except (sqlite3.IntegrityError, sqlite3.DataError, UnicodeEncodeError) as e:
             # a value in one row (a trigger, a lone surrogate): the others may still go in
             raise Unstorable(f"cannot record results: {e}") from None

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from ..model import Durations, LeaseGroup, StoreHealth, StoreStats
 from ..slots import from_iso, iso, parse_slot_id
+from .sqlite_rows import EXECUTIONS_SINCE
 
 Alive = Callable[[str | None], bool | None]
 
@@ -26,9 +27,13 @@ def leases(conn: sqlite3.Connection, now: datetime, alive: Alive) -> list[LeaseG
 
 
 def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:
-    # A primary-key range of the newest events, not a scan of the whole log.
-    row = conn.execute("SELECT slot, min(at) FROM (SELECT slot, at FROM job_event ORDER BY seq "
-                       "DESC LIMIT 10000) GROUP BY slot ORDER BY slot DESC LIMIT 1").fetchone()
+    # Primary-key ranges of the newest events and history rows (which hold executions folded
+    # into them), not a scan of the whole log.
+    row = conn.execute(
+        "SELECT slot, min(at) FROM (SELECT * FROM (SELECT slot, at FROM job_event ORDER BY seq "
+        "DESC LIMIT 10000) UNION ALL SELECT * FROM (SELECT exec_slot AS slot, exec_at AS at "
+        "FROM job_history ORDER BY seq DESC LIMIT 10000) WHERE at IS NOT NULL) GROUP BY slot "
+        "ORDER BY slot DESC LIMIT 1").fetchone()
     if not row or not row[0]:
         return None
     return parse_slot_id(row[0]), from_iso(row[1])
@@ -36,7 +41,7 @@ def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:
 
 # a run: one runner process's executions of one slot (julianday: milliseconds are kept)
 _RUNS = ("SELECT max(julianday(at) * 86400000.0 + coalesce(duration_ms, 0)) "
-         "- min(julianday(at) * 86400000.0) AS d FROM job_event WHERE at >= ? "
+         f"- min(julianday(at) * 86400000.0) AS d FROM {EXECUTIONS_SINCE} "
          "GROUP BY slot, host, pid")
 
 
@@ -49,7 +54,7 @@ def durations(conn: sqlite3.Connection, since: datetime, executions_ms: Sequence
             (iso(since),)).fetchone()
         return list(counts), n, float(total)
 
-    return (histogram("SELECT duration_ms AS d FROM job_event WHERE at >= ?", executions_ms),
+    return (histogram(f"SELECT duration_ms AS d FROM {EXECUTIONS_SINCE}", executions_ms),
             histogram(_RUNS, runs_ms))
 
 
@@ -70,9 +75,9 @@ def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datet
     stale = sum(g.expired for g in leases(conn, now, alive) if g.alive is not True)
     total, retries, failures = q(
         "SELECT count(*), coalesce(sum(attempt > 1), 0), "
-        "coalesce(sum(answer IN ('retry', 'fail')), 0) FROM job_event WHERE at >= ?",
+        f"coalesce(sum(answer IN ('retry', 'fail')), 0) FROM {EXECUTIONS_SINCE}",
         (since_s,)).fetchone()
-    late = "FROM job_event WHERE at >= ? AND lateness_ms IS NOT NULL"
+    late = f"FROM {EXECUTIONS_SINCE} WHERE lateness_ms IS NOT NULL"
     n, top = q(f"SELECT count(*), max(lateness_ms) {late}", (since_s,)).fetchone()
 
     def rank(k: int) -> float:  # the k-th smallest, 0-based
@@ -93,7 +98,7 @@ def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datet
         outcomes=_counts(conn, "SELECT outcome, count(*) FROM job_history WHERE ended_at >= ? "
                                "GROUP BY outcome ORDER BY outcome", since_s),
         executions=total,
-        by_answer=_counts(conn, "SELECT answer, count(*) FROM job_event WHERE at >= ? "
+        by_answer=_counts(conn, f"SELECT answer, count(*) FROM {EXECUTIONS_SINCE} "
                                 "GROUP BY answer ORDER BY answer", since_s),
         retries=retries, failures=failures, lateness_count=n,
         lateness_median_ms=median, lateness_p99_ms=p99, lateness_max_ms=top if n else None,

@@ -61,7 +61,24 @@ EXECUTION_COLUMNS = ("job_id", "at", "slot", "check_no", "attempt", "answer", "s
                      "duration_ms", "lateness_ms", "error", "host", "pid")
 EXECUTION_HEAD = f"INSERT INTO job_event ({', '.join(EXECUTION_COLUMNS)})"
 INSERT_EXECUTION = f"{EXECUTION_HEAD} VALUES ({', '.join('?' * len(EXECUTION_COLUMNS))})"
-SELECT_EXECUTION = "SELECT " + ", ".join(EXECUTION_COLUMNS) + " FROM job_event"
+
+# An execution folded into its job's history row (migration 11; ``rules.folds``), as the
+# columns of an execution row, and the history's columns that hold it.
+FOLDED_COLUMNS = ("exec_at", "exec_slot", "exec_check", "exec_attempt", "exec_answer")
+FOLDED_HEAD = f"INSERT INTO job_history ({', '.join(HISTORY_COLUMNS + FOLDED_COLUMNS)})"
+_AS_EXECUTION = ("id, exec_at, exec_slot, exec_check, exec_attempt, exec_answer, last_status, "
+                 "duration_ms, lateness_ms, error, host, pid")
+# Every execution of one job (``?1``), oldest first.
+JOB_EXECUTIONS = (
+    f"SELECT {', '.join(EXECUTION_COLUMNS)}, 0 AS src, seq FROM job_event WHERE job_id = ?1 "
+    f"UNION ALL SELECT {_AS_EXECUTION}, 1, seq FROM job_history WHERE id = ?1 "
+    "AND exec_at IS NOT NULL ORDER BY at, src, seq")
+# Every execution that began at or after ``?1``, as a table (EXECUTION_COLUMNS): a folded one
+# began no later than its row ended (``rules.folds``), so the history's ended_at index bounds
+# the search.
+EXECUTIONS_SINCE = (
+    f"(SELECT {', '.join(EXECUTION_COLUMNS)} FROM job_event WHERE at >= ?1 UNION ALL "
+    f"SELECT {_AS_EXECUTION} FROM job_history WHERE ended_at >= ?1 AND exec_at >= ?1)")
 
 _KINDS = {k.value: k for k in Kind}  # a dict lookup, not an Enum call: claims build many jobs
 _STATUSES = {s.value: s for s in Status}

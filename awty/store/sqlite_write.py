@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..errors import JobNotFound
-from ..model import Added, End, Job
+from ..model import Added, End, Execution, Job
 from ..slots import from_iso, iso
 from . import rules
 from .jobdict import job_from_json, job_to_json, payload_only_json, whole_job
 from .sqlite_rows import (
-    FINGERPRINT, HISTORY_COLUMNS, HISTORY_HEAD, INSERT_JOB, SELECT_JOB, insert_many, job_to_row,
+    FINGERPRINT, FOLDED_COLUMNS, FOLDED_HEAD, HISTORY_COLUMNS, INSERT_JOB, SELECT_JOB, insert_many, job_to_row,
     opt_iso, row_to_job,
 )
 
@@ -77,24 +77,34 @@ def _by_idempotency_key(c: sqlite3.Connection, key: str) -> tuple[Job, str | Non
 
 
 def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
-             owner: str | None = None) -> None:
+             owner: str | None = None, last: dict[str, Execution] | None = None,
+             ) -> dict[str, Execution]:
     """Move ended jobs from future_job to one history row each (``rules.ended``); ``owner``:
-    the runner that ended them, None for a cancel."""
+    the runner that ended them, None for a cancel. ``last``: each job's last execution
+    recorded with its end; those the history row holds (``rules.folds``) are returned, by job
+    id, and are not to be written as execution rows."""
     if not ends:
-        return
+        return {}
     stamp = iso(now)
     rows = []
+    folded: dict[str, Execution] = {}
     for e in ends:
         j = e.job
         reason, checks, attempts, ms, late, status, error, output, keep, host, pid = rules.ended(
             j, e.outcome, e.reason, e.result, e.lateness, owner)
+        x = last.get(j.id) if last else None
+        if x is not None and rules.folds(x, now, (ms, late, status, error, host, pid)):
+            folded[j.id] = x
+            run: tuple[Any, ...] = (iso(x.at), x.slot, x.check, x.attempt, x.answer.value)
+        else:
+            run = (None, None, None, None, None)
         rows.append((
             j.id, j.kind.value, j.target, j.entity_name, j.entity_key, e.outcome.value,
             reason, checks, attempts, iso(j.first_check_at), stamp, opt_iso(j.created_at),
             ms, late, status, error, output, j.idempotency_key, None,
-            job_to_json(j) if keep else payload_only_json(j), host, pid, j.schedule,
+            job_to_json(j) if keep else payload_only_json(j), host, pid, j.schedule, *run,
         ))
-    insert_many(c, HISTORY_HEAD, len(HISTORY_COLUMNS), rows)
+    insert_many(c, FOLDED_HEAD, len(HISTORY_COLUMNS) + len(FOLDED_COLUMNS), rows)
     # Fingerprints follow the job into history, for idempotency after it ended.
     c.executemany(
         "UPDATE job_history SET fingerprint = (SELECT fingerprint FROM future_job "
@@ -104,6 +114,7 @@ def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
     ids = json.dumps([e.job.id for e in ends])
     c.execute("DELETE FROM future_job WHERE id IN (SELECT value FROM json_each(?))", (ids,))
     c.execute("DELETE FROM job_started WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+    return folded
 
 
 def forget_started(c: sqlite3.Connection, ids: list[str]) -> None:

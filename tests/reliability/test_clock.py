@@ -2,7 +2,7 @@
 boundaries between runs (a FixedClock in-process, AWTY_NOW across real processes) and in the
 middle of a run (the receiver moves the runner's clock at the n-th callback). No job is lost
 and none fires twice: every job ends in history once, and each delivery is one recorded
-execution (``job_event``)."""
+execution (``job_event`` or folded into the history row: ``helpers.EXECUTIONS``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import slot_id
-from helpers import T0
+from helpers import EXECUTIONS, T0
 from awty.testing.receiver import Receiver
 from relkit import account, cli_env, count, query, run_cli, scale
 
@@ -62,7 +62,7 @@ def _each_fired_as_often_as_it_should(ids: dict[str, str], delivered: dict[str, 
 
 
 def _executions_match_deliveries(home, delivered: dict[str, int]) -> None:
-    events = dict(query(home, "SELECT job_id, count(*) FROM job_event GROUP BY job_id"))
+    events = dict(query(home, f"SELECT job_id, count(*) FROM {EXECUTIONS} GROUP BY job_id"))
     off = {j: (n, events.get(j)) for j, n in delivered.items() if events.get(j) != n}
     assert not off, f"deliveries != recorded executions (double fire?): {list(off.items())[:5]}"
 

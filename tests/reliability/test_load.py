@@ -18,7 +18,7 @@ import pytest
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import current_slot
-from helpers import T0
+from helpers import EXECUTIONS, T0
 from awty.testing.receiver import Receiver
 from relkit import account, cli_env, count, query, run_cli, scale
 
@@ -80,7 +80,7 @@ def test_load_with_ten_percent_failures(tmp_path):
                       f"{list(wrong.items())[:5]}"
     off = {j: (delivered.get(j), want[j][1]) for j in want if delivered.get(j) != want[j][1]}
     assert not off, f"{len(off)} job(s) got another number of requests: {list(off.items())[:5]}"
-    events = Counter(dict(query(home, "SELECT job_id, count(*) FROM job_event GROUP BY job_id")))
+    events = Counter(dict(query(home, f"SELECT job_id, count(*) FROM {EXECUTIONS} GROUP BY job_id")))
     assert events == Counter(delivered)  # one recorded execution per request
     outcomes = Counter(o for o, _ in hist.values())
     assert outcomes["done"] + outcomes["failed"] == n

@@ -11,7 +11,7 @@ import pytest
 
 from awty.errors import SessionLost
 from awty.ids import shard_of
-from awty.model import Answer, End, Kind, Outcome, Reslot, Result, Status
+from awty.model import Answer, End, Execution, Kind, Outcome, Reslot, Result, Status
 from awty.record import replace
 from contractkit import (
     A, B, MIN, NOW, S1, S2, S3, T0, add, claim, end, execution, hold, ids, mk, utc, wait_dead,
@@ -327,3 +327,46 @@ def test_runners_note_their_kinds_one_row_per_host(store):
     store.note_runner("host-a", 101, ["http", "exec"], T0 + 2 * MIN)
     assert store.runners() == [("host-a", ("http", "exec"), 101, T0 + 2 * MIN),
                                ("host-b", ("http", "exec", "python"), 200, T0 + MIN)]
+
+
+def test_an_execution_kept_on_its_history_row_reads_back_as_it_was(store):
+    # The execution that ended a job, saying what the history row says (``rules.folds``), is
+    # stored on that row: every read of executions gives it back as it was given, beside
+    # those that are not (a first attempt retried, one that began after the job ended).
+    a, b, c = add(store, mk(S1), mk(S1), mk(S1))
+    ca, cb, cc = claim(store, S1)
+
+    def said(job, at, attempt=1):  # what end() records: 200, 250 ms, 500 ms late, by A
+        return Execution(job.id, at, "202611221000", attempt, attempt, Answer.DONE, 200, 250.0,
+                         500.0, None, "host-a", 100)
+
+    retried = Execution(b.id, T0, "202611221000", 1, 1, Answer.RETRY, 503, 10.0, 500.0,
+                        "http 503", "host-a", 100)
+    runs = [said(a, T0), retried, said(b, T0 + timedelta(seconds=1), attempt=2),
+            said(c, T0 + 2 * MIN)]
+    with store.owner_session(A):
+        store.start(ids([ca, cb, cc]), owner=A, now=T0)
+        store.finish([end(ca), end(cb), end(cc)], owner=A, now=T0 + MIN, executions=runs)
+    assert store.executions(a.id) == [runs[0]]
+    assert store.executions(b.id) == [retried, runs[2]]
+    assert store.executions(c.id) == [runs[3]]
+    [row] = store.get_history(a.id)
+    assert (row.checks, row.attempts, row.last_status, row.error) == (1, 1, 200, None)
+    assert (row.duration_ms, row.host, row.pid) == (250.0, "host-a", 100)
+    st = store.stats(now=T0 + MIN, since=T0 - timedelta(hours=1), current=S1, next_slots=1)
+    assert (st.executions, st.by_answer, st.retries, st.failures) == (
+        4, {"done": 3, "retry": 1}, 1, 1)
+    assert (st.lateness_count, st.lateness_max_ms) == (4, 500.0)
+    # from T0 + 1 s: b's second attempt (kept on its row) and c's, not a's nor b's first
+    st = store.stats(now=T0 + MIN, since=T0 + timedelta(seconds=1), current=S1, next_slots=1)
+    assert (st.executions, st.by_answer) == (2, {"done": 2})
+    executed, runs_of_slot = store.durations(T0 - timedelta(hours=1), [100.0, 300.0], [1e6])
+    assert executed == ([1, 4], 4, pytest.approx(760.0))
+    assert runs_of_slot[1] == 1
+    assert store.last_fired() == (T0, T0)
+    exported = {h["id"]: h for h in store.export_history()}
+    assert set(exported[a.id]) == set(exported[c.id])  # the row's own fields only
+    # pruned with its history row; an execution after the cut stays
+    assert store.prune(T0 + 2 * MIN) == 3
+    assert store.executions(a.id) == [] and store.executions(b.id) == []
+    assert store.executions(c.id) == [runs[3]]
