@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -184,3 +185,26 @@ def test_a_circular_payload_is_refused_as_build_refuses_it():
     with pytest.raises(InvalidInput, match="line 1: payload: .*Circular reference"):
         build_many([{"target": URL, "in": "1m", "payload": loop}], now=NOW,
                    settings=Settings(), local=UTC, cwd="/tmp", environ=None)
+
+
+def _read(read, line):
+    try:
+        return "ok", read(line)
+    except RecursionError:
+        return "RecursionError"
+    except ValueError as e:
+        return "ValueError", str(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.builds(lambda spec, tail: json.dumps(spec) + tail,
+              st.dictionaries(st.text(max_size=3), st.integers() | st.text(max_size=3),
+                              max_size=3),
+              st.sampled_from(["", "\n", " \t\r\n", "\x0b\n", "\u2028", "{}", " x", "\ufeff"])),
+    st.text(alphabet='{}[]":, \t\n\r\x0b\u2028\ufeffaN0.-\\eu', max_size=12)))
+def test_a_batch_line_reads_as_json_loads_reads_it(line):
+    # add --batch reads each line with json's C scanner: what json.loads takes, and no more
+    from awty.cli.addjob import _json_line
+
+    assert _read(_json_line, line) == _read(json.loads, line)

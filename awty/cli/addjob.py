@@ -74,6 +74,24 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
     r.added([res], utc, as_json)
 
 
+_SCAN = json.JSONDecoder().scan_once  # json.loads's C scanner, without its Python around it
+_JSON_SPACE = " \t\n\r"  # what json.loads skips around a value (not all str.isspace)
+
+
+def _json_line(line: str) -> Any:
+    """``json.loads(line)``, a third cheaper for a line that is one object: a line it would
+    refuse (or read otherwise) goes through it, for its message."""
+    if line[:1] == "{":
+        try:
+            value, end = _SCAN(line, 0)
+        except (StopIteration, ValueError, RecursionError):
+            pass
+        else:
+            if not line[end:].strip(_JSON_SPACE):
+                return value
+    return json.loads(line)
+
+
 def read_batch(source: str) -> list[dict[str, Any]]:
     """JSON lines, split on "\\n" only (JSON text may hold U+2028 and friends raw), each line
     read up to MAX_INPUT."""
@@ -89,7 +107,7 @@ def read_batch(source: str) -> list[dict[str, Any]]:
                 if not line.strip():
                     continue
                 try:
-                    spec = json.loads(line)
+                    spec = _json_line(line)
                 except ValueError as e:
                     raise InvalidInput(f"line {n}: not JSON ({e})") from None
                 except RecursionError:
