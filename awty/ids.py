@@ -98,7 +98,12 @@ def new_id(at: datetime) -> str:
     Keys given in order (order numbers, say) then sit in that order in the entity indexes
     too, and a run writes them in neighbouring index pages, not one page per job. (What each
     of these saved: BENCHMARKS.md, "Performance history".)"""
-    ms = int(at.timestamp() * 1000)
+    return new_id_ms(int(at.timestamp() * 1000))
+
+
+def new_id_ms(ms: int) -> str:
+    """``new_id`` of the moment ``ms`` (milliseconds since the epoch), for a caller that has
+    it already (a batch's jobs share a few moments)."""
     with _lock:  # threads adding at once: without it they drew the same bytes (same ids)
         prev = _last.get(ms)
         if prev is None or prev >= _TOP - (1 << _STEP_BITS):

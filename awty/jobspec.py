@@ -418,6 +418,8 @@ def _text(spec: dict[str, Any], name: str) -> str | None:
     value = spec.get(name)
     if value is None:
         return None
+    if type(value) is str and 0 < len(value) <= _MAX_TEXT and is_storable(value):
+        return value  # the usual: the checks below, in the order that costs least
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not value or len(value) > _MAX_TEXT \

@@ -19,7 +19,7 @@ from datetime import datetime, tzinfo
 from . import jobspec
 from .config import Settings
 from .errors import InvalidInput
-from .ids import new_id
+from .ids import new_id_ms
 from .model import Job, Kind, Status
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
@@ -70,6 +70,9 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
     fps: list[str | None] = []
     memo: dict[Any, Any] = {}  # build's: each distinct time and URL checked once
     shared: dict[Any, _Shared] = {}
+    # (type, at, type, in) -> first due, slot, the first due's ms (its ids'); the types as in
+    # build's memo: True == 1 == 1.0, but they do not read alike
+    times: dict[Any, tuple[datetime, datetime, int]] = {}
     last = _Shared()  # read only once set: no spec's values are None
     last_values: Any = None
     last_types: Any = None
@@ -104,13 +107,19 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
                         last, last_values, last_types = s, values, types
                     entity_key = text(spec, "key")
                     if entity_key is None or s.entity is not None:
-                        first, slot = first_and_slot(spec, now, settings, local, memo)
+                        at, within = spec.get("at"), spec.get("in")
+                        when = times.get((type(at), at, type(within), within))
+                        if when is None:
+                            first, slot = first_and_slot(spec, now, settings, local, memo)
+                            when = times[type(at), at, type(within), within] = (
+                                first, slot, int(first.timestamp() * 1000))
+                        first, slot, ms = when
                         job_id = spec.get("id")
                         headers = s.headers
                         env = s.env
                         # By position (half the cost of by name); the tests hold it to build's
                         job = Job(
-                            new_id(first) if job_id is None else jobspec.checked_id(job_id),
+                            new_id_ms(ms) if job_id is None else jobspec.checked_id(job_id),
                             s.kind, s.target, payload_text(spec, settings),
                             dict(headers) if headers else {}, s.entity, entity_key,
                             first, slot, 0, 0, _PENDING, s.max_checks, s.horizon, s.timeout,
