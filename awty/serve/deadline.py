@@ -15,13 +15,17 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from .coalesce import HeldHead
+
 
 class ReadDeadline(HttpToolsProtocol):
     read_timeout = 30.0  # set by ``protocol``
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a TCP server's transport (uvicorn's signature says so; asyncio's names the base class)
-        super().connection_made(cast(asyncio.Transport, transport))
+        # a TCP server's transport (uvicorn's signature says so; asyncio's names the base class);
+        # uvicorn writes through HeldHead: a response's head and body in one write
+        super().connection_made(cast(asyncio.Transport, HeldHead(cast(asyncio.Transport,
+                                                                      transport))))
         self._deadline: asyncio.TimerHandle | None = self.loop.call_later(
             self.read_timeout, self._too_slow)
 
@@ -33,6 +37,10 @@ class ReadDeadline(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._disarm()
+
+    def on_response_complete(self) -> None:
+        cast(HeldHead, self.transport).response_done()
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
