@@ -53,6 +53,11 @@ class Unstorable(StoreError):
     A run splits a batch of results on it down to the row (``slotrun``)."""
 
 
+class Unreachable(StoreError):
+    """The store's server is out of reach: a new connection to it failed (PostgreSQL). Told
+    as it is by a run's store process, whose parent's store then knows it too."""
+
+
 class SessionLost(StoreError):
     """A runner's owner session ended under it (PostgreSQL: the server closed the connection
     holding its advisory lock): it may start nothing more, since other runners now treat it

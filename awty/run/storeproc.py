@@ -488,6 +488,13 @@ class RunStoreCalls:
             return await process.request(op, *args, **kw)
         except StoreGone:
             return await self._local(io, op, args, kw)
+        except errors.Unreachable as e:
+            # The run's own store knows it too: its calls at the run's end (the session's
+            # unlock) then fail at once rather than wait for a probe of their own.
+            told = getattr(self.local, "told_unreachable", None)
+            if told is not None:
+                told(str(e))
+            raise
 
     def _local(self, io: Executor | None, op: str, args: tuple[Any, ...],
                kw: dict[str, Any]) -> asyncio.Future[Any]:

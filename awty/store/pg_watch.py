@@ -37,18 +37,35 @@ class Watch:
         key = id(conn)
         with self._lock:
             self._waiting[key] = (conn, time.monotonic())
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="awty-pg-watch")
-                self._thread.start()
+            self._start()
         try:
             yield
         finally:
             with self._lock:
                 self._waiting.pop(key, None)
 
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """While the caller waits for a connection to run its statements on (the pool's): a
+        long wait makes the watch ask as a long statement does; the caller reads the answer
+        (nothing to shut)."""
+        key = object()
+        with self._lock:
+            self._waiting[id(key)] = (None, time.monotonic())
+            self._start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiting.pop(id(key), None)
+
     def close(self) -> None:
         self._stop.set()
+
+    def _start(self) -> None:  # under ``_lock``
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True, name="awty-pg-watch")
+            self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(TICK):
@@ -61,7 +78,7 @@ class Watch:
             if self._probe() is None:
                 continue
             with self._lock:
-                stuck = [c for c, _ in self._waiting.values()]
+                stuck = [c for c, _ in self._waiting.values() if c is not None]
             for conn in stuck:
                 _shut(conn)
 

@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from datetime import datetime, timedelta
 
@@ -31,7 +31,9 @@ from psycopg.types.json import Jsonb
 
 from ..config import SCHEMA_NAME, SYSTEM_SCHEMA, system_schema, url_passwords
 from ..slots import iso, parse_slot_id
-from ..errors import Conflict, InvalidInput, JobNotFound, SessionLost, StoreError, Unstorable
+from ..errors import (
+    Conflict, InvalidInput, JobNotFound, SessionLost, StoreError, Unreachable, Unstorable,
+)
 from ..model import (
     Added, ApiToken, Answer, CancelResult, Decision, Durations, End, Execution, HistoryRow,
     Job, LeaseGroup, Outcome, Reslot, Schedule, StoreHealth, StoreStats, run_order,
@@ -39,7 +41,7 @@ from ..model import (
 from . import pg_migrations, pg_portable, pg_schedules, rules
 from .jobdict import job_from_json
 from .pg_locks import PgSlotLock
-from .pg_watch import Watch
+from .pg_watch import TICK, Watch
 from .pg_rows import (
     copy_rows, execution_row, finished_row, history_row, job_to_row, lock_key, one,
     row_to_history, row_to_job, sec,
@@ -154,6 +156,7 @@ class PostgresStore:
         self._sessions: dict[str, Connection[TupleRow]] = {}
         self._session_checked = False  # a pooler in transaction mode refused (once)
         self._down_since: tuple[float, float, str] | None = None  # see _unreachable
+        self._probing = threading.Lock()  # one probe at a time: the others take its answer
         self._watch = Watch(self._unreachable, connect_timeout)
         self._pool: ConnectionPool | _OneConnection | None = None
         try:
@@ -216,8 +219,10 @@ class PostgresStore:
                               "run `awty init`")
         if isinstance(e, psycopg.OperationalError):
             down = self._unreachable() if probe else None
+            if down:  # the pool's check would wait on every idle connection to a silent server
+                return Unreachable(f"PostgreSQL at {self.where}: {what}: {down}")
             self._check_pool()
-            return StoreError(f"PostgreSQL at {self.where}: {what}: {down or _one_line(e)}")
+            return StoreError(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
         return StoreError(f"PostgreSQL at {self.where}: {what}: {_one_line(e)}")
 
     @contextmanager
@@ -228,14 +233,52 @@ class PostgresStore:
         if self._down_since is not None:  # see _unreachable
             down = self._unreachable()
             if down:
-                raise StoreError(f"PostgreSQL at {self.where}: {what}: {down}")
+                raise Unreachable(f"PostgreSQL at {self.where}: {what}: {down}")
             self._check_pool()
         try:
-            with self._pool.connection() as conn, self._watch.statement(conn), \
+            with self._connection() as conn, self._watch.statement(conn), \
                     conn.transaction(), conn.cursor() as cur:
                 yield cur
         except psycopg.Error as e:
             raise self._error(e, what) from None
+
+    def _connection(self) -> AbstractContextManager[Connection[TupleRow]]:
+        pool = self._pool
+        assert pool is not None
+        if pool.__class__ is _OneConnection:
+            return pool.connection()
+        return self._pooled(pool)  # type: ignore[arg-type]
+
+    @contextmanager
+    def _pooled(self, pool: ConnectionPool) -> Iterator[Connection[TupleRow]]:
+        """A connection of the pool's. When none is free at once, the wait is watched as a
+        statement is (``Watch.waiting``), in turns of a ``TICK``, and ends as soon as the
+        server is known to be out of reach (the watch's probe, or another call's) rather than
+        at the pool's timeout: the pool may be opening a connection to a silent server, and
+        calls under way on several threads at once (a run's claims and results, serve's
+        requests) would each wait it out, a connect timeout and more after the run gave up."""
+        from psycopg_pool import PoolTimeout
+
+        try:
+            conn = pool.getconn(TICK)
+        except PoolTimeout:
+            deadline = time.monotonic() + pool.timeout
+            with self._watch.waiting():
+                while True:
+                    down = self._known_down()
+                    if down:
+                        raise PoolTimeout(down) from None
+                    try:
+                        conn = pool.getconn(TICK)
+                        break
+                    except PoolTimeout:
+                        if time.monotonic() >= deadline:
+                            raise
+        try:
+            with conn:
+                yield conn
+        finally:
+            pool.putconn(conn)
 
     def _unreachable(self) -> str | None:
         """After a connection error: can a new connection be opened (within
@@ -243,20 +286,34 @@ class PostgresStore:
         finding that out took, every call fails at once saying so (``_known_down``) rather
         than waiting for the pool in turn: an outage run gives up in about one connect
         timeout, not one per statement it still has to make (results, releases: 30 s and
-        more). A server that refuses at once is asked again at once: it may be back."""
-        down = self._known_down()
-        if down:
-            return down
-        t0 = time.monotonic()
-        try:
-            with self._connect(autocommit=True) as conn:
-                conn.execute("SELECT 1")
-        except psycopg.Error as e:
-            now = time.monotonic()
-            self._down_since = (now, now - t0, f"unreachable ({_one_line(e)})")
-            return self._down_since[2]
-        self._down_since = None
-        return None
+        more). A server that refuses at once is asked again at once: it may be back. One probe
+        at a time: a call that asks while another's probe is under way (the watch's, another
+        thread's) waits for it and takes its answer, rather than open a connection of its own
+        and wait out the connect timeout once more."""
+        with self._probing:
+            down = self._known_down()
+            if down:
+                return down
+            t0 = time.monotonic()
+            try:
+                with self._connect(autocommit=True) as conn:
+                    conn.execute("SELECT 1")
+            except psycopg.Error as e:
+                now = time.monotonic()
+                self._down_since = (now, now - t0, f"unreachable ({_one_line(e)})")
+                return self._down_since[2]
+            self._down_since = None
+            return None
+
+    def told_unreachable(self, why: str) -> None:
+        """Another process's store on the same server (a run's store process) found it out of
+        reach: this one takes that as its own probe's answer, for a connect timeout. The run's
+        end then neither unlocks its session nor probes again on a silent server."""
+        if self._down_since is None:  # not under ``_probing``: the caller is a run's loop
+            # its words without the other store's "PostgreSQL at …: cannot …: "
+            at = why.rfind(": unreachable")
+            self._down_since = (time.monotonic(), self.connect_timeout,
+                                why[at + 2:] if at >= 0 else why)
 
     def _check_pool(self) -> None:
         if self._pool is not None:

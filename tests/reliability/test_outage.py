@@ -51,8 +51,13 @@ def own_cluster():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("process", ["auto", "on"], ids=["auto", "process"])
 @pytest.mark.parametrize("reset", [True, False], ids=["reset", "silent"])
-def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster, reset):
+def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster, reset, process):
+    """``process``: the default store process, which a slot this size starts after its first
+    claim (up at the cut or not: that depends on the machine's load), and one started at once,
+    up at the cut: the outage is then found in the store process, and its parent's own store,
+    which unlocks the session at the run's end, learns it from there."""
     from pgrelay import Relay
 
     relay = Relay(str(own_cluster.socket / ".s.PGSQL.5432"))
@@ -71,7 +76,8 @@ def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster, reset):
                 a.init()
                 added = a.add_many([{"target": rx.url("/r"), "in": "1m"} for _ in range(N)])
             ids, slot = [r.job.id for r in added], added[0].job.next_check_at
-            env = {**cli_env(home, slot + timedelta(seconds=1), concurrency=32),
+            env = {**cli_env(home, slot + timedelta(seconds=1), concurrency=32,
+                             store_process=process),
                    "AWTY_DATABASE_URL": via_relay}
             assert "AWTY_DATABASE_CONNECT_TIMEOUT" not in env  # the default: 5 s
             run = run_cli(["run-slot", slot_id(slot)], env, timeout=120)
@@ -100,7 +106,8 @@ def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster, reset):
         assert a.count() == 0
         hist = Counter(h.id for h in a.history(limit=N + 100))
     assert set(hist) == set(ids) and max(hist.values()) == 1
-    print(f"\n[pg/outage/{'reset' if reset else 'silent'}] gave up {gave_up:.1f} s after the cut; "
+    print(f"\n[pg/outage/{'reset' if reset else 'silent'}/{process}] gave up {gave_up:.1f} s "
+          "after the cut; "
           f"sent twice {sum(c - 1 for c in delivered.values())}")
 
 
@@ -136,3 +143,49 @@ def test_a_run_ending_after_an_outage_does_not_wait_to_unlock(home, own_cluster)
         store.close()
         relay.close()
     assert ended < 0.5, f"the session's end waited {ended:.1f} s on a silent server"
+
+
+def test_a_call_waiting_for_the_pool_ends_with_the_probe(home, own_cluster):
+    """A call waiting for a pooled connection (every one taken: a run's claims and results
+    on threads of their own, serve's requests) ends once the watch's probe finds the server out
+    of reach, saying so, rather than at the pool's timeout (5 s here) and a probe of its own
+    after it (6 s)."""
+    import threading
+
+    from pgrelay import Relay
+
+    from awty.errors import Unreachable
+    from awty.store import open as open_store
+    from awty.store.spec import StoreSpec
+
+    with Awty(home, clock=FixedClock(T0), env={}, database_url=own_cluster.url,
+              database_schema="awty") as a:
+        a.init()
+    relay = Relay(str(own_cluster.socket / ".s.PGSQL.5432"))
+    via_relay = f"postgresql://postgres@127.0.0.1:{relay.port}/postgres"
+    store = open_store(StoreSpec("postgres", via_relay, "awty", connect_timeout=1, pool_size=1))
+    taken, held = threading.Event(), []
+
+    def hold() -> None:  # the pool's one connection, under a statement the cut leaves waiting
+        try:
+            with store._tx("hold") as cur:
+                taken.set()
+                cur.execute("SELECT pg_sleep(30)")
+        except Exception as e:  # noqa: BLE001 - the watch shuts its socket
+            held.append(e)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(10)
+        relay.cut(reset=False)
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable, match="cannot count: unreachable"):
+            store.count()
+        waited = time.monotonic() - t0
+        holder.join(10)
+        assert held and "unreachable" in str(held[0])
+    finally:
+        store.close()
+        relay.close()
+    assert waited < 4, f"the pool's wait ended {waited:.1f} s after the cut"
