@@ -110,10 +110,12 @@ TEXTS = {
     "get_for_update": f"SELECT {_JOB}, {LIVENESS} FROM {{s}}.future_job f WHERE id = %(id)s "
                       "FOR UPDATE",
     "get_history": f"SELECT {_HISTORY_READ} FROM {{s}}.job_history WHERE id = %s ORDER BY seq",
-    "executions": f"SELECT {_EXECUTION}, 0 AS src, seq FROM {{s}}.job_execution "
-                  f"WHERE job_id = %(id)s UNION ALL SELECT {_AS_EXECUTION}, 1, seq "
-                  "FROM {s}.job_history WHERE id = %(id)s AND exec_at IS NOT NULL "
-                  "ORDER BY at, src, seq",
+    # a job's execution rows, then its history rows (checks, attempts, an execution folded
+    # into it or NULLs), each in the order written: ``rules.in_recorded_order`` takes them
+    "executions": f"SELECT {_EXECUTION}, 0 AS src, seq, NULL::int, NULL::int "
+                  f"FROM {{s}}.job_execution WHERE job_id = %(id)s UNION ALL "
+                  f"SELECT {_AS_EXECUTION}, 1, seq, checks, attempts FROM {{s}}.job_history "
+                  "WHERE id = %(id)s ORDER BY src, seq",
     # the newest slot in the execution log and its first start, over the newest rows only
     "last_fired": "SELECT slot, min(at) FROM ((SELECT slot, at FROM {s}.job_execution ORDER BY "
                   "seq DESC LIMIT 10000) UNION ALL (SELECT exec_slot, exec_at FROM "

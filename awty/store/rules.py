@@ -193,6 +193,37 @@ def folds(e: Execution, ended_at: datetime,
             and e.at <= ended_at)
 
 
+def in_recorded_order(events: list[Execution],
+                      ends: list[tuple[int, int, Execution | None]]) -> list[Execution]:
+    """A job's executions in the order they were recorded, as its execution rows gave them
+    before ``folds`` kept some on history rows: ``events``, its execution rows in the order
+    written; ``ends``, its history rows in the order written, each (checks, attempts, the
+    execution folded into it or None). Neither the time an execution says it began (a clock
+    stepped back) nor a second's tie (a job re-armed by ``retry`` at once) says it: within
+    one life of the job (up to a history row) each execution's (check, attempt) is above the
+    one before, and a new life starts again at (1, 1). So each history row takes the rising
+    run of execution rows that follows what the rows before took, up to its folded execution
+    (which ended that life) or, without one, up to what its counts allow: a next check
+    (``ended``'s checks count the ones done), the same attempt; then its folded execution.
+    What is left (the life still pending) comes last."""
+    out: list[Execution] = []
+    i, n = 0, len(events)
+    for checks, attempts, folded in ends:
+        top, before = ((folded.check, folded.attempt), True) if folded is not None else (
+            (checks + 1, attempts), False)
+        last = (0, 0)
+        while i < n:
+            key = (events[i].check, events[i].attempt)
+            if not (last < key and (key < top if before else key <= top)):
+                break
+            out.append(events[i])
+            last, i = key, i + 1
+        if folded is not None:
+            out.append(folded)
+    out.extend(events[i:])
+    return out
+
+
 def last_error(error: str | None, result: Result | None) -> str | None:
     """A re-slotted job's last error: the decision's, else its result's, ``kept``."""
     return kept(error or (result.error if result is not None else None))

@@ -68,11 +68,12 @@ FOLDED_COLUMNS = ("exec_at", "exec_slot", "exec_check", "exec_attempt", "exec_an
 FOLDED_HEAD = f"INSERT INTO job_history ({', '.join(HISTORY_COLUMNS + FOLDED_COLUMNS)})"
 _AS_EXECUTION = ("id, exec_at, exec_slot, exec_check, exec_attempt, exec_answer, last_status, "
                  "duration_ms, lateness_ms, error, host, pid")
-# Every execution of one job (``?1``), oldest first.
+# One job's (``?1``) execution rows, then its history rows (checks, attempts, an execution
+# folded into it or NULLs), each in the order written: ``rules.in_recorded_order`` takes them.
 JOB_EXECUTIONS = (
-    f"SELECT {', '.join(EXECUTION_COLUMNS)}, 0 AS src, seq FROM job_event WHERE job_id = ?1 "
-    f"UNION ALL SELECT {_AS_EXECUTION}, 1, seq FROM job_history WHERE id = ?1 "
-    "AND exec_at IS NOT NULL ORDER BY at, src, seq")
+    f"SELECT {', '.join(EXECUTION_COLUMNS)}, 0 AS src, seq, NULL, NULL FROM job_event "
+    f"WHERE job_id = ?1 UNION ALL SELECT {_AS_EXECUTION}, 1, seq, checks, attempts "
+    "FROM job_history WHERE id = ?1 ORDER BY src, seq")
 # Every execution that began at or after ``?1``, as a table (EXECUTION_COLUMNS): a folded one
 # began no later than its row ended (``rules.folds``), so the history's ended_at index bounds
 # the search.

@@ -370,3 +370,47 @@ def test_an_execution_kept_on_its_history_row_reads_back_as_it_was(store):
     assert store.prune(T0 + 2 * MIN) == 3
     assert store.executions(a.id) == [] and store.executions(b.id) == []
     assert store.executions(c.id) == [runs[3]]
+
+
+def _ran(job, at, attempt, answer=Answer.DONE, status=200):
+    # what end() records (200, 250 ms, 500 ms late, by A) at ``at``, its ``attempt``
+    return Execution(job.id, at, "202611221000", 1, attempt, answer, status, 250.0, 500.0,
+                     None, "host-a", 100)
+
+
+def _life(store, job, at, runs):
+    # one claim of ``job`` in S1 ending it (failed: it may be retried) with ``runs`` recorded
+    (c,) = claim(store, S1, now=at)
+    with store.owner_session(A):
+        store.start([c.id], owner=A, now=at)
+        store.finish([end(c, Outcome.FAILED, "no")], owner=A, now=at + timedelta(seconds=3),
+                     executions=runs)
+
+
+def test_executions_read_back_in_the_order_recorded_when_the_clock_steps_back(store):
+    # A quick retry after the clock stepped back began "before" the attempt it retried: the
+    # executions are still read in the order they were recorded (the last is the one that
+    # ended the job, kept on its history row), not by the time each one says it began.
+    (a,) = add(store, mk(S1))
+    runs = [_ran(a, T0 + timedelta(seconds=5), 1, Answer.RETRY, 503), _ran(a, T0, 2)]
+    _life(store, a, T0, runs)
+    assert store.executions(a.id) == runs
+
+
+def test_executions_of_a_retried_job_read_back_life_after_life(store):
+    # Re-armed by retry within the same second (a fixed clock, or a quick hand): each life's
+    # executions, then the next life's, as recorded; a pending life's after every ended one.
+    (a,) = add(store, mk(S1))
+    first = [_ran(a, T0, 1, Answer.RETRY, 503), _ran(a, T0, 2)]
+    _life(store, a, T0, first)
+    store.retry(a.id, S1, T0)
+    second = [_ran(a, T0, 1, Answer.RETRY, 503), _ran(a, T0, 2)]
+    _life(store, a, T0, second)
+    store.retry(a.id, S1, T0)
+    (c,) = claim(store, S1, now=T0)
+    third = [_ran(a, T0, 1, Answer.RETRY, 503)]
+    with store.owner_session(A):
+        store.start([c.id], owner=A, now=T0)
+        store.finish([Reslot(c, S2, 0, 1, Result(Answer.RETRY, status=503))], owner=A,
+                     now=T0 + timedelta(seconds=3), executions=third)
+    assert store.executions(a.id) == first + second + third
