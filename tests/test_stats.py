@@ -178,3 +178,19 @@ def test_schedules_counted_with_their_skipped_rows(home, clock, backend):
     res = cli(home, "stats", *backend.args, now=clock.now())
     assert res.exit_code == 0, res.stderr
     assert "2 (1 paused); 1 skipped row(s) in the window" in res.stdout
+
+
+def test_an_answer_this_version_does_not_know_is_counted(busy):
+    # by_answer is counted per known answer in one pass; a row with another (a newer version's)
+    # must still be told, not dropped from by_answer while counted in the total
+    import sqlite3
+
+    conn = sqlite3.connect(busy.home / "awty.db")
+    with conn:
+        conn.execute("INSERT INTO job_event (job_id, at, slot, check_no, attempt, answer) "
+                     "SELECT job_id, at, slot, check_no, attempt, 'later' FROM job_event "
+                     "ORDER BY at DESC LIMIT 1")
+    conn.close()
+    ex = stats.compute(busy)["executions"]
+    assert ex["total"] == 6
+    assert ex["by_answer"] == {"done": 1, "gone": 1, "later": 1, "retry": 3}
