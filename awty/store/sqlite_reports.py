@@ -9,6 +9,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from ..model import Answer, Durations, LeaseGroup, StoreHealth, StoreStats
 from ..slots import from_iso, iso, parse_slot_id
@@ -39,23 +40,31 @@ def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:
     return parse_slot_id(row[0]), from_iso(row[1])
 
 
-# a run: one runner process's executions of one slot (julianday: milliseconds are kept)
-_RUNS = ("SELECT max(julianday(at) * 86400000.0 + coalesce(duration_ms, 0)) "
-         f"- min(julianday(at) * 86400000.0) AS d FROM {EXECUTIONS_SINCE} "
-         "GROUP BY slot, host, pid")
+# The window's executions read once (an index range and a row lookup each, from two tables),
+# each start's milliseconds computed once (julianday: milliseconds are kept)
+_WINDOW = ("WITH e AS MATERIALIZED (SELECT slot, host, pid, julianday(at) * 86400000.0 AS t, "
+           f"duration_ms FROM {EXECUTIONS_SINCE}) ")
+# a run: one runner process's executions of one slot
+_RUNS = "SELECT max(t + coalesce(duration_ms, 0)) - min(t) AS d FROM e GROUP BY slot, host, pid"
 
 
 def durations(conn: sqlite3.Connection, since: datetime, executions_ms: Sequence[float],
               runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
-    def histogram(source: str, bounds: Sequence[float]) -> Durations:
+    def histogram(source: str, bounds: Sequence[float]) -> str:
         cols = "".join(f"coalesce(sum(d <= {float(b)!r}), 0), " for b in bounds)
-        *counts, n, total = conn.execute(
-            f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) WHERE d IS NOT NULL",
-            (iso(since),)).fetchone()
-        return list(counts), n, float(total)
+        return f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) WHERE d IS NOT NULL"
 
-    return (histogram(f"SELECT duration_ms AS d FROM {EXECUTIONS_SINCE}", executions_ms),
-            histogram(_RUNS, runs_ms))
+    # one statement, so ``e`` is read once for both (each histogram is one row)
+    row = conn.execute(
+        f"{_WINDOW}SELECT * FROM ({histogram('SELECT duration_ms AS d FROM e', executions_ms)}), "
+        f"({histogram(_RUNS, runs_ms)})", (iso(since),)).fetchone()
+    split = len(executions_ms) + 2
+    return _durations(row[:split]), _durations(row[split:])
+
+
+def _durations(row: tuple[Any, ...]) -> Durations:
+    *counts, n, total = row
+    return list(counts), n, float(total)
 
 
 def _counts(conn: sqlite3.Connection, sql: str, *params: object) -> dict[str, int]:
