@@ -398,16 +398,19 @@ class Awty:
 
     def add_many(self, specs: Iterable[dict[str, Any]], *, dry_run: bool = False,
                  cwd: str | None = None, environ: dict[str, str] | None = None,
-                 _single: bool = False) -> list[AddResult]:
+                 lines: Sequence[int] | None = None, _single: bool = False
+                 ) -> list[AddResult]:
         """All or nothing: a bad spec raises ``InvalidInput`` naming it (``line N: …``) and
         nothing is stored. Rows are committed first, then the envelopes are in their slots: a
         crash in between leaves rows without files, which still run. A slot given two jobs or
         more gets one batch file for them (``SlotTree.write_many``). ``environ``: the whole environment
-        an exec job gets (recorded whatever ``exec_env`` says), instead of this process's."""
+        an exec job gets (recorded whatever ``exec_env`` says), instead of this process's.
+        ``lines``: each spec's line in the file it was read from, for a refusal's ``line N``
+        (default: its place in ``specs``, from 1)."""
         self.load_cluster()  # max_delay, the guards' defaults, the resolution: the cluster's
         if not dry_run:
             self._not_moved()
-        jobs, fps = self._built(specs, self.clock.now(), cwd, environ, _single)
+        jobs, fps = self._built(specs, self.clock.now(), cwd, environ, _single, lines)
         if dry_run:
             return [AddResult(j, True, True) for j in jobs]
         return self._stored(jobs, fps)
@@ -461,13 +464,14 @@ class Awty:
             return e
 
     def _built(self, specs: Iterable[dict[str, Any]], now: datetime, cwd: str | None,
-               environ: dict[str, str] | None, single: bool
-               ) -> tuple[list[Job], list[str | None]]:
+               environ: dict[str, str] | None, single: bool,
+               lines: Sequence[int] | None = None) -> tuple[list[Job], list[str | None]]:
         """The jobs of ``specs`` and their fingerprints; ``InvalidInput`` naming the bad one."""
         from .specbatch import build_many
 
         return build_many(specs, now=now, settings=self.settings, local=self.tz,
-                          cwd=cwd or os.getcwd(), environ=environ, single=single)
+                          cwd=cwd or os.getcwd(), environ=environ, single=single,
+                          lines=lines)
 
     def _stored(self, jobs: list[Job], fps: list[str | None]) -> list[AddResult]:
         added = self.store.add(jobs, fps)

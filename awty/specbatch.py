@@ -13,7 +13,7 @@ in the order it always has."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, tzinfo
 
 from . import jobspec
@@ -62,10 +62,12 @@ class _Shared:
 
 def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
                local: tzinfo | None, cwd: str, environ: Mapping[str, str] | None,
-               single: bool = False) -> tuple[list[Job], list[str | None]]:
+               single: bool = False, lines: Sequence[int] | None = None
+               ) -> tuple[list[Job], list[str | None]]:
     """The jobs of ``specs`` and their fingerprints, each exactly what ``jobspec.build`` gives
     it alone (same ``now``, ``settings``, ``local``, ``cwd``, ``environ``). A bad spec raises
-    ``InvalidInput`` with build's message, after ``line N: `` (1-based) unless ``single``."""
+    ``InvalidInput`` with build's message, after ``line N: `` unless ``single``: N is its
+    line in ``lines`` (each spec's, in the file it was read from), else its place from 1."""
     jobs: list[Job] = []
     fps: list[str | None] = []
     memo: dict[Any, Any] = {}  # build's: each distinct time and URL checked once
@@ -83,7 +85,7 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
     for n, spec in enumerate(specs, 1):
         if type(spec) is not dict:
             if not isinstance(spec, dict):
-                raise InvalidInput(f"line {n}: not a JSON object")
+                raise InvalidInput(f"line {lines[n - 1] if lines else n}: not a JSON object")
             job = None
         else:
             job = None
@@ -135,7 +137,9 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
                 job, fp = jobspec.build(spec, now=now, settings=settings, local=local,
                                         cwd=cwd, memo=memo, environ=environ)
             except InvalidInput as e:
-                raise InvalidInput(str(e) if single else f"line {n}: {e}") from None
+                if single:
+                    raise InvalidInput(str(e)) from None
+                raise InvalidInput(f"line {lines[n - 1] if lines else n}: {e}") from None
         jobs.append(job)
         fps.append(fp)
     return jobs, fps

@@ -137,6 +137,17 @@ def test_batch_all_or_nothing_names_the_line(home, tmp_path):
     assert len(db_rows(home, "future_job")) == 2 and len(tree_files(home)) == 2
 
 
+def test_a_batch_refusal_names_the_line_of_the_file_past_blank_lines(home, tmp_path):
+    f = tmp_path / "jobs.jsonl"
+    f.write_text(json.dumps({"target": "https://e.com/", "in": "1h"}) + "\n\n  \n"
+                 + json.dumps({"target": "https://e.com/", "in": "1h", "max_checks": True})
+                 + "\n")
+    res = run(home, "add", "--batch", str(f))
+    assert res.exit_code == 2
+    assert res.stderr == "awty: line 4: max_checks: True is not a whole number\n"
+    assert db_rows(home, "future_job") == []
+
+
 KEY_WITHOUT_ENTITY = ("awty: key: given without entity (a key names one entity's instance: "
                       "--entity order --key 42)\n")
 

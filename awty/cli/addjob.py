@@ -57,8 +57,8 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
     if batch is not None:
         if target is not None:
             raise InvalidInput("give TARGET or --batch, not both")
-        specs = read_batch(batch)
-        results = open_awty(home, one_shot=True).add_many(specs, dry_run=dry_run)
+        specs, lines = read_batch(batch)
+        results = open_awty(home, one_shot=True).add_many(specs, dry_run=dry_run, lines=lines)
         r.added(results, utc, as_json)
         return
     if target is None:
@@ -74,7 +74,8 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
     r.added([res], utc, as_json)
 
 
-_SCAN = json.JSONDecoder().scan_once  # json.loads's C scanner, without its Python around it
+# json.loads's C scanner, without its Python around it (typeshed does not list the attribute)
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_SPACE = " \t\n\r"  # what json.loads skips around a value (not all str.isspace)
 
 
@@ -92,10 +93,12 @@ def _json_line(line: str) -> Any:
     return json.loads(line)
 
 
-def read_batch(source: str) -> list[dict[str, Any]]:
+def read_batch(source: str) -> tuple[list[dict[str, Any]], list[int]]:
     """JSON lines, split on "\\n" only (JSON text may hold U+2028 and friends raw), each line
-    read up to MAX_INPUT."""
+    read up to MAX_INPUT; with each spec's line (blank lines are skipped: a refusal names
+    the line in the file, not the spec's place)."""
     specs = []
+    lines = []
     try:
         f = sys.stdin if source == "-" else open(source, encoding="utf-8")
         try:
@@ -115,6 +118,7 @@ def read_batch(source: str) -> list[dict[str, Any]]:
                 if not isinstance(spec, dict):
                     raise InvalidInput(f"line {n}: not a JSON object")
                 specs.append(spec)
+                lines.append(n)
         finally:
             if f is not sys.stdin:
                 f.close()
@@ -124,4 +128,4 @@ def read_batch(source: str) -> list[dict[str, Any]]:
         raise InvalidInput(f"--batch {source}: not UTF-8 text") from None
     if not specs:
         raise InvalidInput(f"--batch {source}: no jobs in it")
-    return specs
+    return specs, lines
