@@ -231,8 +231,7 @@ def _first_and_slot(spec: dict[str, Any], now: datetime, settings: Settings,
                     local: tzinfo | None,
                     memo: dict[Any, Any] | None) -> tuple[datetime, datetime]:
     at, within = spec.get("at"), spec.get("in")
-    # The types are part of the key: True == 1 and 1 == 1.0, but they do not read alike.
-    key = ("when", type(at), at, type(within), within)
+    key = ("when", when_key(at, within))
     if memo is not None:
         try:
             return memo[key]  # type: ignore[no-any-return]  # what an earlier call returned
@@ -243,6 +242,16 @@ def _first_and_slot(spec: dict[str, Any], now: datetime, settings: Settings,
     if memo is not None:
         memo[key] = found
     return found
+
+
+def when_key(at: Any, within: Any) -> Any:
+    """What a batch keeps the time of ``at``/``in`` under, read once: the values with their
+    types (True == 1 == 1.0, but they do not read alike), a float as its text (-0.0 == 0.0,
+    but ``at`` -0.0 is now and 0.0 is refused)."""
+    if type(at) is float or type(within) is float:
+        return (type(at), repr(at) if type(at) is float else at,
+                type(within), repr(within) if type(within) is float else within)
+    return (type(at), at, type(within), within)
 
 
 def _target(kind: Kind, value: Any, settings: Settings,

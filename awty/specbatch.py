@@ -72,8 +72,7 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
     fps: list[str | None] = []
     memo: dict[Any, Any] = {}  # build's: each distinct time and URL checked once
     shared: dict[Any, _Shared] = {}
-    # (type, at, type, in) -> first due, slot, the first due's ms (its ids'); the types as in
-    # build's memo: True == 1 == 1.0, but they do not read alike
+    # jobspec.when_key -> first due, slot, the first due's ms (its ids')
     times: dict[Any, tuple[datetime, datetime, int]] = {}
     last = _Shared()  # read only once set: no spec's values are None
     last_values: Any = None
@@ -82,6 +81,7 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
     payload_text = jobspec.payload_text
     first_and_slot = jobspec._first_and_slot
     text = jobspec._text
+    when_key = jobspec.when_key
     for n, spec in enumerate(specs, 1):
         if type(spec) is not dict:
             if not isinstance(spec, dict):
@@ -97,6 +97,9 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
                         values = values[:2] + (_frozen(values[2]),) + values[3:]
                     # The types are part of the key: True == 1 == 1.0, but they do not read alike
                     types = tuple(map(type, values))
+                    if types[4] is float:  # nor do -0.0 == 0.0: an entity's "-0.0" and "0.0"
+                        # (the other fields read -0.0 as 0.0, or refuse both alike)
+                        values = values[:4] + (repr(values[4]),) + values[5:]
                     if values == last_values and types == last_types:
                         s = last  # a batch's jobs mostly share them with the one before
                     else:
@@ -110,11 +113,14 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
                     entity_key = text(spec, "key")
                     if entity_key is None or s.entity is not None:
                         at, within = spec.get("at"), spec.get("in")
-                        when = times.get((type(at), at, type(within), within))
+                        if type(at) is float or type(within) is float:
+                            tkey = when_key(at, within)
+                        else:  # when_key's, without a call
+                            tkey = (type(at), at, type(within), within)
+                        when = times.get(tkey)
                         if when is None:
                             first, slot = first_and_slot(spec, now, settings, local, memo)
-                            when = times[type(at), at, type(within), within] = (
-                                first, slot, int(first.timestamp() * 1000))
+                            when = times[tkey] = (first, slot, int(first.timestamp() * 1000))
                         first, slot, ms = when
                         job_id = spec.get("id")
                         headers = s.headers

@@ -23,19 +23,19 @@ ENVIRON = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 TARGETS = {"http": [URL, "https://example.org/a?b=1", f" {URL} "], "exec": ["echo hi"],
            "python": ["json.decoder:JSONDecoder"]}
 # What a batch sends: each value build takes, some equal to another of another type
-# (1 == 1.0 == True) that build reads apart.
+# (1 == 1.0 == True) or of the same (-0.0 == 0.0) that build reads apart.
 GOOD = {
     "headers": [None, {}, {"X-A": "1"}, {"X-A": "1", "X-B": "2"}, {"X-B": "2", "X-A": "1"},
                 ["X-A: 1"], ("X-A: 1",)],
     "cwd": [None, "", "/tmp", "/"],
-    "entity": ["order", 1, 1.0, "1.0"],
+    "entity": ["order", 1, 1.0, "1.0", 0.0, -0.0],
     "max_checks": [None, 0, 1, 1.0, "3"],
     "max_attempts": [None, 1, 3, 3.0, "3"],
     "horizon": [None, "1h", 60, 60.5],
     "timeout": [None, "30s", 30, 1, 1.5],
     "misfire_grace": [None, "5m", 300, 7],
-    "at": ["2026-11-23T10:00:00Z", "2026-11-22T10:15:00Z", 1, 1.0, "now"],
-    "in": ["1m", 60, 60.0, 0, "90s"],
+    "at": ["2026-11-23T10:00:00Z", "2026-11-22T10:15:00Z", 1, 1.0, "now", -0.0],
+    "in": ["1m", 60, 60.0, 0, 0.0, -0.0, "90s"],
     "key": [None, "1", 1, 1.0, "1.0"],
     "idempotency_key": ["k1", "k2", 5],
     "id": [ID],
@@ -49,7 +49,7 @@ BAD = {
     "cwd": [5, "a\0b"], "entity": [True, "", "x" * 2000, [1]],
     "max_checks": [True, 2.5, -1, [1]], "max_attempts": [True, 0], "horizon": [True, 0, "x"],
     "timeout": [-1, {}], "misfire_grace": [True],
-    "at": [True, "2020-01-01T00:00:00Z", "soon"], "in": ["-1m", True, [1]],
+    "at": [True, "2020-01-01T00:00:00Z", "soon", 0.0], "in": ["-1m", True, [1]],
     "payload": [float("nan"), "x" * 70_000], "payload_json": ["not json", 5],
     "key": [True, "", "a\0"], "idempotency_key": ["", True], "id": ["nope"], "bogus": [1],
 }
@@ -208,3 +208,15 @@ def test_a_batch_line_reads_as_json_loads_reads_it(line):
     from awty.cli.addjob import _json_line
 
     assert _read(_json_line, line) == _read(json.loads, line)
+
+
+
+@pytest.mark.parametrize("field, values", [
+    ("entity", [0.0, -0.0]),  # str() reads them "0.0" and "-0.0"
+    ("at", [-0.0, 0.0]),  # "-0.0" reads as now, "0.0" is refused
+])
+def test_minus_zero_is_not_taken_for_zero(field, values):
+    # -0.0 == 0.0, both floats: a cache keyed on value and type took one for the other
+    specs = [{"target": URL, field: v} | ({} if field == "at" else {"in": "1m"})
+             for v in values]
+    assert comparable(batched(specs, None), specs) == comparable(alone(specs, None), specs)
