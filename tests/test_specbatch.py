@@ -220,3 +220,33 @@ def test_minus_zero_is_not_taken_for_zero(field, values):
     specs = [{"target": URL, field: v} | ({} if field == "at" else {"in": "1m"})
              for v in values]
     assert comparable(batched(specs, None), specs) == comparable(alone(specs, None), specs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches(), st.sampled_from([None, ENVIRON]),
+       st.lists(st.sampled_from([{}, {"X-A": "1"}, {"X-A": "2"}, {"X-B": "2", "X-A": "1"}]),
+                min_size=8, max_size=8))
+def test_a_batch_of_one_dict_changed_between_items_is_each_as_it_was(specs, environ, hs):
+    # A caller that fills one dict (and one dict of headers) again for each item, and hands
+    # them over as it goes: each job is what its spec was when given, whatever came after.
+    import copy
+
+    spec: dict = {}
+    headers: dict = {}
+    given_ = []
+
+    def fed():
+        for s, h in zip(specs, hs):
+            spec.clear()
+            spec.update(s)
+            if s.get("kind", "http") == "http" and "headers" not in s:
+                spec["headers"] = h  # the jobs' one change: their headers
+            if isinstance(spec.get("headers"), dict):
+                headers.clear()
+                headers.update(spec["headers"])
+                spec["headers"] = headers
+            given_.append(copy.deepcopy(spec))
+            yield spec
+
+    got = batched(fed(), environ)  # compared once all are given: each job's own dicts
+    assert comparable(got, given_) == comparable(alone(given_, environ), given_)
