@@ -315,3 +315,24 @@ def test_one_awty_shared_by_a_web_apps_threads(home, clock, backend):
         assert a.count() == 100 and len(a.history(outcome="cancelled")) == 100
     finally:
         a.close()
+
+
+def test_add_parts_each_part_its_own_environment_and_directory(awty, tmp_path):
+    # serve's group commit: the parts of two tokens, the same specs (the same dicts even),
+    # each part's jobs built for it alone (its token's directory and environment), not from
+    # what the part before it shared with them
+    from awty import jobspec
+    from awty.api import AddPart
+
+    specs = [{"target": "echo hi", "kind": "exec", "in": "1h"},
+             {"target": "https://example.com/", "in": "1h"}]
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_env, b_env = {"PATH": "/a", "GREETING": "a"}, {"PATH": "/b", "GREETING": "b"}
+    got = awty.add_parts([AddPart(specs, str(a_dir), a_env), AddPart(specs, str(b_dir), b_env)])
+    for results, cwd, env in ((got[0], a_dir, a_env), (got[1], b_dir, b_env)):
+        for r, spec in zip(results, specs, strict=True):
+            alone, _ = jobspec.build(spec, now=awty.clock.now(), settings=awty.settings,
+                                     local=awty.tz, cwd=str(cwd), environ=env)
+            assert r.job.replace(id=alone.id) == alone
+        assert results[0].job.env["GREETING"] == env["GREETING"]
+        assert awty.get(results[0].job.id).job.cwd == str(cwd)
