@@ -59,6 +59,10 @@ _random = bytearray()  # os.urandom bytes not yet used: one system call per 400 
 # process makes go up in the order they are made (ULID's monotonic mode, by a random step).
 _last: dict[int, int] = {}
 _lock = _thread.allocate_lock()  # _thread: built in, no import cost on `awty add`
+# Moments whose last part is kept (a few MB at most). A long-lived process (serve) or a
+# batch of jobs at many moments outgrows it; forgetting all at once, a batch that came back to
+# a moment after 4,096 others drew a fresh part below the ids it had made for it.
+_MOMENTS = 1 << 16
 _STEP_BITS = 32
 _FRESH_BITS = 79  # a fresh random part leaves 2**79 of room above it for steps
 _TOP = (1 << 80) - 1
@@ -75,6 +79,13 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _forget_older() -> None:
+    """Keep the half of ``_last`` used last (callers take a moment out and put it back)."""
+    keep = list(_last.items())[len(_last) // 2:]
+    _last.clear()
+    _last.update(keep)
 
 
 def _take(nbytes: int) -> int:
@@ -105,11 +116,11 @@ def new_id_ms(ms: int) -> str:
     """``new_id`` of the moment ``ms`` (milliseconds since the epoch), for a caller that has
     it already (a batch's jobs share a few moments)."""
     with _lock:  # threads adding at once: without it they drew the same bytes (same ids)
-        prev = _last.get(ms)
+        prev = _last.pop(ms, None)  # put back last: the dict's order is the order of use
+        if prev is None and len(_last) >= _MOMENTS:
+            _forget_older()
         if prev is None or prev >= _TOP - (1 << _STEP_BITS):
             r = _take(10) >> (80 - _FRESH_BITS)
-            if len(_last) >= 4096:  # a long-lived process adding at many moments
-                _last.clear()
         else:
             r = prev + 1 + _take(4)
         _last[ms] = r
@@ -136,13 +147,13 @@ def new_ids(at: datetime, n: int) -> list[str]:
     ms = int(at.timestamp() * 1000)
     parts = []
     with _lock:
-        prev = _last.get(ms)
+        prev = _last.pop(ms, None)
+        if prev is None and len(_last) >= _MOMENTS:
+            _forget_older()
         r = 0
         for _ in range(n):
             if prev is None or prev >= _TOP - (1 << _STEP_BITS):
                 r = _take(10) >> (80 - _FRESH_BITS)
-                if len(_last) >= 4096:
-                    _last.clear()
             else:
                 r = prev + 1 + _take(4)
             parts.append(r)

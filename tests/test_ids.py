@@ -101,3 +101,39 @@ def test_new_ids_are_the_ids_new_id_would_make_in_turn():
     ids._last[int(near.timestamp() * 1000)] = LOW80 - 3
     fresh = ids.new_ids(near, 2)  # near the top: starts afresh, as new_id does
     assert all(_int(x) & LOW80 < LOW80 - 3 for x in fresh)
+
+
+def test_a_moment_in_use_keeps_its_order_past_the_moments_kept(monkeypatch):
+    # A batch at many moments that comes back to one (4,200 jobs `in` 1..4199 s, then `in` 1):
+    # its ids went below the ones made before for that moment when all were forgotten at once.
+    monkeypatch.setattr(ids, "_MOMENTS", 64)
+    ids._last.clear()
+    first = T + timedelta(hours=3)
+    made = [new_id(first)]
+    for i in range(1, 1000):
+        new_id(first + timedelta(seconds=i))
+        if i % 20 == 0:  # the moment stays in use: never among the older half forgotten
+            made.append(new_id(first))
+            made.extend(ids.new_ids(first, 2))
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert len(ids._last) <= 64
+
+
+def test_the_moments_kept_are_bounded_and_the_older_half_goes(monkeypatch):
+    monkeypatch.setattr(ids, "_MOMENTS", 8)
+    ids._last.clear()
+    moments = [T + timedelta(days=2, milliseconds=i) for i in range(9)]
+    for at in moments:
+        new_id(at)
+    kept = {datetime.fromtimestamp(ms / 1000, UTC) for ms in ids._last}
+    assert kept == set(moments[4:])  # 8 kept, then the 9th: the 4 used longest ago go
+
+
+def test_a_batch_at_many_moments_that_comes_back_to_one_keeps_its_order():
+    ids._last.clear()
+    first = T + timedelta(days=5)
+    for _ in range(20):  # a fresh part is below the last one about half the time
+        before = new_id(first)
+        for i in range(1, 4200):
+            new_id(first + timedelta(seconds=i))
+        assert new_id(first) > before
