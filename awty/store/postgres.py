@@ -47,7 +47,7 @@ from .pg_rows import (
     row_to_history, row_to_job, sec,
 )
 from .pg_sql import (
-    EXECUTION_COPY_TYPES, FOLDED_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql,
+    ANSWERS, EXECUTION_COPY_TYPES, FOLDED_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql,
 )
 from .spec import StoreSpec
 
@@ -551,23 +551,27 @@ class PostgresStore:
              "owner_class": self._owner_class}
         since = sec(since)
         with self._tx("cannot compute stats") as cur:
-            pending, in_flight, stale, past_slots, past_jobs = one(cur.execute(
-                self.sql.stats_jobs, p).fetchone())
-            by_kind = dict(cur.execute(self.sql.stats_kinds).fetchall())
+            jobs = cur.execute(self.sql.stats_jobs, p).fetchall()
+            past_slots = one(cur.execute(self.sql.stats_past_slots,
+                                         (sec(current),)).fetchone())[0]
             nexts = [(r[0], r[1]) for r in cur.execute(
                 self.sql.stats_next, (sec(current), next_slots))]
             outcomes = dict(cur.execute(self.sql.stats_outcomes, (since,)).fetchall())
-            answers = cur.execute(self.sql.stats_answers, (since,)).fetchall()
-            late = one(cur.execute(self.sql.stats_lateness, (since,)).fetchone())
-        by_answer = {a: n for a, n, _ in answers}
+            total, retries, *answered, late_n, late_p, late_max = one(cur.execute(
+                self.sql.stats_executions, (since,)).fetchone())
+            by_answer = {a: n for a, n in zip(ANSWERS, answered, strict=True) if n}
+            if sum(answered) != total:  # an answer this version does not know: count them all
+                by_answer = dict(cur.execute(self.sql.stats_answers, (since,)).fetchall())
+        pending, in_flight, stale, past_jobs = (sum(r[i] for r in jobs) for i in range(2, 6))
+        by_answer = dict(sorted(by_answer.items()))
         return StoreStats(
-            pending=pending, in_flight=in_flight, stale_leases=stale, by_kind=by_kind,
+            pending=pending, in_flight=in_flight, stale_leases=stale,
+            by_kind={kind: n for kind, n, *_ in jobs},
             next_slots=nexts, past_slots=past_slots, past_jobs=past_jobs, outcomes=outcomes,
-            executions=sum(by_answer.values()), by_answer=by_answer,
-            retries=sum(r for _, _, r in answers),
+            executions=total, by_answer=by_answer, retries=retries,
             failures=by_answer.get("retry", 0) + by_answer.get("fail", 0),
-            lateness_count=late[0], lateness_median_ms=late[1], lateness_p99_ms=late[2],
-            lateness_max_ms=late[3],
+            lateness_count=late_n, lateness_median_ms=late_p[0] if late_p else None,
+            lateness_p99_ms=late_p[1] if late_p else None, lateness_max_ms=late_max,
         )
 
     def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
@@ -584,16 +588,20 @@ class PostgresStore:
 
     def durations(self, since: datetime, executions_ms: Sequence[float],
                   runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
-        def histogram(cur: Cursor[TupleRow], source: str, bounds: Sequence[float]) -> Durations:
+        def histogram(source: str, bounds: Sequence[float]) -> str:
             cols = "".join(f"count(*) FILTER (WHERE d <= {float(b)!r}), " for b in bounds)
-            *counts, n, total = one(cur.execute(
-                f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) AS x "
-                "WHERE d IS NOT NULL", (since,)).fetchone())
-            return list(counts), n, float(total)
+            return (f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) AS x "
+                    "WHERE d IS NOT NULL")
 
+        # one statement, so the window is read once for both (each histogram is one row)
         with self._tx("cannot read executions") as cur:
-            return (histogram(cur, self.sql.durations_executions, executions_ms),
-                    histogram(cur, self.sql.durations_runs, runs_ms))
+            row = one(cur.execute(
+                f"{self.sql.durations_window}SELECT * FROM "
+                f"({histogram(self.sql.durations_executions, executions_ms)}) AS a, "
+                f"({histogram(self.sql.durations_runs, runs_ms)}) AS b", (since,)).fetchone())
+        split = len(executions_ms) + 2
+        return ((list(row[:split - 2]), row[split - 2], float(row[split - 1])),
+                (list(row[split:-2]), row[-2], float(row[-1])))
 
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur: Cursor[TupleRow], where: str, params: dict[str, Any], now: datetime,
