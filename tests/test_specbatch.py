@@ -136,6 +136,7 @@ def comparable(result, specs):
     return out
 
 
+@pytest.mark.slow  # a property over 400 batches: ~2 s
 @settings(max_examples=400, deadline=None)
 @given(batches(), st.sampled_from([None, ENVIRON]), st.booleans())
 def test_a_batch_gives_what_each_spec_alone_gives(specs, environ, single):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def test_every_field_set() -> None:
              lease_until=T0, last_error="HTTP 500: \"no\"\\"))
 
 
+@pytest.mark.slow  # a property over many jobs: ~4 s
 @settings(max_examples=300, deadline=None)
 @given(kind=st.sampled_from(Kind), status=st.sampled_from(Status), target=texts,
        payload=payloads, headers=st.dictionaries(texts, texts, max_size=3),
