@@ -148,6 +148,24 @@ def test_a_batch_refusal_names_the_line_of_the_file_past_blank_lines(home, tmp_p
     assert db_rows(home, "future_job") == []
 
 
+@pytest.mark.parametrize("via", ["file", "stdin"])
+def test_a_batch_splits_lines_on_newline_only(home, tmp_path, via):
+    # Line numbers as an editor counts them: "\r\n" ends a line, a lone "\r" ends none (it
+    # is JSON whitespace inside the line), where universal newlines made it a line of its own.
+    bad = json.dumps({"target": "https://e.com/", "in": "1h", "max_checks": True})
+    good = (json.dumps({"target": "https://e.com/", "in": "1h"}) + "\r\n"
+            + '{"target": "https://e.com/",\r "in": "2h"}\n')
+    f = tmp_path / "jobs.jsonl"
+    for text, want in ((good + bad + "\r\n", 2), (good, 0)):
+        f.write_bytes(text.encode())
+        res = (run(home, "add", "--batch", str(f)) if via == "file"
+               else run(home, "add", "--batch", "-", input=text.encode()))
+        assert res.exit_code == want, res.stderr
+        if want:
+            assert res.stderr == "awty: line 3: max_checks: True is not a whole number\n"
+    assert len(db_rows(home, "future_job")) == 2
+
+
 KEY_WITHOUT_ENTITY = ("awty: key: given without entity (a key names one entity's instance: "
                       "--entity order --key 42)\n")
 

@@ -4,6 +4,7 @@ script loop never imports the parser it does not need."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -94,13 +95,17 @@ def _json_line(line: str) -> Any:
 
 
 def read_batch(source: str) -> tuple[list[dict[str, Any]], list[int]]:
-    """JSON lines, split on "\\n" only (JSON text may hold U+2028 and friends raw), each line
+    """UTF-8 JSON lines, split on "\\n" only (a "\\r" before it or inside a line is JSON's
+    whitespace; JSON text may hold U+2028 and friends raw), each line
     read up to MAX_INPUT; with each spec's line (blank lines are skipped: a refusal names
     the line in the file, not the spec's place)."""
     specs = []
     lines = []
     try:
-        f = sys.stdin if source == "-" else open(source, encoding="utf-8")
+        # newline="\n": universal newlines would end a line at a lone "\r" too, and a
+        # refusal's line number would not be the one an editor shows
+        f = (io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="\n")
+             if source == "-" else open(source, encoding="utf-8", newline="\n"))
         try:
             n = 0
             while line := f.readline(MAX_INPUT + 1):
@@ -120,7 +125,9 @@ def read_batch(source: str) -> tuple[list[dict[str, Any]], list[int]]:
                 specs.append(spec)
                 lines.append(n)
         finally:
-            if f is not sys.stdin:
+            if source == "-":
+                f.detach()  # sys.stdin's buffer stays open
+            else:
                 f.close()
     except OSError as e:
         raise InvalidInput(f"--batch {source}: {e.strerror}") from None
