@@ -62,6 +62,8 @@ def build(spec: dict[str, Any], *, now: datetime, settings: Settings,
     records ``environ`` (default: this process's) when ``exec_env`` is on, or when given.
     ``memo``: a dict shared by the builds of one batch (same ``now``, ``settings`` and
     ``local``), which then checks each distinct URL and time once."""
+    if not isinstance(spec, dict):
+        raise InvalidInput("not a JSON object")
     if not SPEC_KEYS.issuperset(spec):
         unknown = set(spec) - SPEC_KEYS
         raise InvalidInput(f"unknown field(s): {', '.join(map(repr, sorted(unknown)))}")

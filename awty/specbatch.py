@@ -83,9 +83,7 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
     text = jobspec._text
     when_key = jobspec.when_key
     for n, spec in enumerate(specs, 1):
-        if type(spec) is not dict:
-            if not isinstance(spec, dict):
-                raise InvalidInput(f"line {lines[n - 1] if lines else n}: not a JSON object")
+        if type(spec) is not dict:  # a dict subclass, or no dict: build's, for its message
             job = None
         else:
             job = None

@@ -251,3 +251,11 @@ def test_a_batch_of_one_dict_changed_between_items_is_each_as_it_was(specs, envi
 
     got = batched(fed(), environ)  # compared once all are given: each job's own dicts
     assert comparable(got, given_) == comparable(alone(given_, environ), given_)
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_a_spec_that_is_no_object_is_refused_as_build_refuses_it(single):
+    # one added alone (single: add, serve's add of one) is named without a line, as build names it
+    specs = [GOOD_LINE, "not a dict"]
+    want = "not a JSON object" if single else "line 2: not a JSON object"
+    assert batched(specs, None, single) == alone(specs, None, single) == want
