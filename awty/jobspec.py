@@ -218,7 +218,8 @@ def checked_kind(value: Any, kinds: Collection[str] | None,
 def checked_id(value: Any) -> str:
     """A job id given (not made here): awty's id format, nothing else (it names a file)."""
     if not isinstance(value, str) or not is_id(value):
-        raise InvalidInput(f"id: {value!r} is not an awty id (26 Crockford base32 characters)")
+        raise InvalidInput(f"id: {_shown(value)} is not an awty id "
+                           "(26 Crockford base32 characters)")
     return value
 
 
@@ -226,7 +227,15 @@ def _kind(value: Any) -> Kind:
     try:
         return _KINDS[value]
     except (KeyError, TypeError):
-        raise InvalidInput(f"kind: {value!r} is not one of http, exec, python") from None
+        raise InvalidInput(f"kind: {_shown(value)} is not one of http, exec, python") from None
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a refusal: an int past Python's 4,300 digits has none (ValueError)."""
+    try:
+        return repr(value)
+    except ValueError:
+        return "a number of over 4300 digits"
 
 
 def _first_and_slot(spec: dict[str, Any], now: datetime, settings: Settings,
@@ -432,7 +441,10 @@ def _text(spec: dict[str, Any], name: str) -> str | None:
     if type(value) is str and 0 < len(value) <= _MAX_TEXT and is_storable(value):
         return value  # the usual: the checks below, in the order that costs least
     if isinstance(value, int | float) and not isinstance(value, bool):
-        value = str(value)
+        try:
+            value = str(value)
+        except ValueError:  # an int past Python's 4,300 digits: far over _MAX_TEXT anyway
+            value = None
     if not isinstance(value, str) or not value or len(value) > _MAX_TEXT \
             or not is_storable(value):
         raise InvalidInput(f"{name}: must be a non-empty string of at most {_MAX_TEXT} characters"

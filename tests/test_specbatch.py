@@ -259,3 +259,12 @@ def test_a_spec_that_is_no_object_is_refused_as_build_refuses_it(single):
     specs = [GOOD_LINE, "not a dict"]
     want = "not a JSON object" if single else "line 2: not a JSON object"
     assert batched(specs, None, single) == alone(specs, None, single) == want
+
+
+@pytest.mark.parametrize("field", ["entity", "key", "idempotency_key", "kind", "id"])
+def test_a_number_past_pythons_digit_limit_is_refused_naming_its_field(field):
+    # str() and repr() of an int over 4,300 digits raise ValueError (Python's limit)
+    spec = {"target": URL, "in": "1m", "entity": "order", field: 10 ** 5000}
+    with pytest.raises(InvalidInput, match=f"^{field}: "):
+        jobspec.build(spec, now=NOW, settings=Settings(), local=UTC, cwd="/tmp")
+    assert batched([spec], None).startswith(f"line 1: {field}: ")
