@@ -258,7 +258,7 @@ def _first_and_slot(spec: dict[str, Any], now: datetime, settings: Settings,
 def when_key(at: Any, within: Any) -> Any:
     """What a batch keeps the time of ``at``/``in`` under, read once: the values with their
     types (True == 1 == 1.0, but they do not read alike), a float as its text (-0.0 == 0.0,
-    but ``at`` -0.0 is now and 0.0 is refused)."""
+    and ``at`` and ``in`` read them alike; kept apart all the same, as an entity's are)."""
     if type(at) is float or type(within) is float:
         return (type(at), repr(at) if type(at) is float else at,
                 type(within), repr(within) if type(within) is float else within)
@@ -422,11 +422,13 @@ def due_time(spec: dict[str, Any], now: datetime, settings: Settings,
     else:
         if not isinstance(at, str | int | float) or isinstance(at, bool):
             raise InvalidInput(f"at: {at!r} is not a time")
-        try:
-            due = parse_when(str(at), now, local)
+        # A number reads as its text, -0.0 as 0.0's: its "-0.0" would read "now - 0.0 s"
+        try:  # (str() of an int past Python's 4,300 digits raises ValueError)
+            text = at if isinstance(at, str) else str(at + 0.0 if isinstance(at, float) else at)
+            due = parse_when(text, now, local)
         except (ValueError, OverflowError) as e:
             raise InvalidInput(f"at: {e}") from None
-        is_now = str(at).strip().lower() == "now"
+        is_now = text.strip().lower() == "now"
     if due < now and not is_now:
         raise InvalidInput(f"at: {due.isoformat()} is in the past (now is {now.isoformat()})")
     if (due - now).total_seconds() > settings.max_delay:
