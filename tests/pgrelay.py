@@ -23,6 +23,7 @@ class Relay:
         self._cut = threading.Event()
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
+        self._pumps: list[threading.Thread] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -40,8 +41,17 @@ class Relay:
                     pass
 
     def close(self) -> None:
+        """Returns once the relay's threads have ended, then closes its sockets: none is
+        closed under a thread still using it."""
         self._stop.set()
+        try:
+            self._srv.shutdown(socket.SHUT_RDWR)  # wakes the accept() (closing does not)
+        except OSError:
+            pass
         self._srv.close()
+        self._thread.join(5)
+        for t in self._pumps:  # the accept thread, ended, starts no more
+            t.join(5)
         for s in self._socks:
             try:
                 s.close()
@@ -55,6 +65,8 @@ class Relay:
             except OSError:
                 return
             self._socks.append(client)
+            if self._stop.is_set():
+                return
             if self._cut.is_set():
                 continue  # held open, never answered
             fam = socket.AF_UNIX if isinstance(self.target, str) else socket.AF_INET
@@ -63,14 +75,23 @@ class Relay:
                 up.connect(self.target)
             except OSError:
                 client.close()
+                up.close()
                 continue
             self._socks.append(up)
-            threading.Thread(target=self._pump, args=(client, up), daemon=True).start()
+            pump = threading.Thread(target=self._pump, args=(client, up), daemon=True)
+            self._pumps.append(pump)
+            pump.start()
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(a, selectors.EVENT_READ, b)
-        sel.register(b, selectors.EVENT_READ, a)
+        with selectors.DefaultSelector() as sel:
+            try:
+                sel.register(a, selectors.EVENT_READ, b)
+                sel.register(b, selectors.EVENT_READ, a)
+            except (OSError, ValueError):  # closed by cut(reset=True) before it began
+                return
+            self._forward(sel)
+
+    def _forward(self, sel: selectors.BaseSelector) -> None:
         while not self._stop.is_set():
             for key, _ in sel.select(0.05):
                 if self._cut.is_set():
@@ -86,7 +107,5 @@ class Relay:
                 except OSError:
                     return
             if self._cut.is_set():
-                sel.close()
-                while not self._stop.wait(0.2):
-                    pass
+                self._stop.wait()  # held open, forwarding nothing, until close()
                 return

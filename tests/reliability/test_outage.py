@@ -189,3 +189,35 @@ def test_a_call_waiting_for_the_pool_ends_with_the_probe(home, own_cluster):
         store.close()
         relay.close()
     assert waited < 4, f"the pool's wait ended {waited:.1f} s after the cut"
+
+
+@pytest.mark.parametrize("cut", [None, "silent", "reset"])
+def test_the_relay_ends_its_threads_quietly_on_close(monkeypatch, cut):
+    """pgrelay: once ``close()`` returns no thread of the relay runs, and none raised (a pump
+    once raised "ValueError: Invalid file descriptor: -1" on a socket closed under it)."""
+    import socket
+    import threading
+
+    from pgrelay import Relay
+
+    raised: list = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    before = set(threading.enumerate())
+    with socket.create_server(("127.0.0.1", 0)) as upstream:
+        relay = Relay(upstream.getsockname())
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as c:
+            c.sendall(b"x")
+            up, _ = upstream.accept()
+            with up:
+                up.settimeout(5)
+                assert up.recv(1) == b"x"  # a pump is running
+                if cut:
+                    relay.cut(reset=cut == "reset")
+                relay.close()
+                assert [t for t in threading.enumerate() if t not in before] == []
+    # a pump handed sockets already closed (by cut(reset=True) as it began) ends quietly
+    a, b = socket.socketpair()
+    a.close()
+    with b:
+        relay._pump(a, b)
+    assert raised == []
