@@ -384,7 +384,7 @@ def _headers(value: Any) -> dict[str, str]:
         items = []
         for h in value:
             if not isinstance(h, str) or ":" not in h:
-                raise InvalidInput(f"header: {h!r} is not 'Name: value'")
+                raise InvalidInput(f"header: {_shown(h)} is not 'Name: value'")
             name, _, v = h.partition(":")
             items.append((name.strip(), v.strip()))
     else:
@@ -393,6 +393,8 @@ def _headers(value: Any) -> dict[str, str]:
 
     out: dict[str, str] = {}
     for name, v in items:
+        if not isinstance(name, str):  # wire's refusal, without repr() of a huge int
+            raise InvalidInput(f"header: {_shown(name)} is not a valid header name")
         refusal = wire.header_refusal(name, v)
         if refusal is None and not is_storable(v):
             refusal = f"the value of {name} is not UTF-8 text"

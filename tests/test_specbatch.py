@@ -261,10 +261,14 @@ def test_a_spec_that_is_no_object_is_refused_as_build_refuses_it(single):
     assert batched(specs, None, single) == alone(specs, None, single) == want
 
 
-@pytest.mark.parametrize("field", ["entity", "key", "idempotency_key", "kind", "id"])
-def test_a_number_past_pythons_digit_limit_is_refused_naming_its_field(field):
+@pytest.mark.parametrize("field, value", [
+    *((f, 10 ** 5000) for f in ("entity", "key", "idempotency_key", "kind", "id")),
+    ("headers", [10 ** 5000]), ("headers", {10 ** 5000: "x"})],
+    ids=["entity", "key", "idempotency_key", "kind", "id", "header", "header_name"])
+def test_a_number_past_pythons_digit_limit_is_refused_naming_its_field(field, value):
     # str() and repr() of an int over 4,300 digits raise ValueError (Python's limit)
-    spec = {"target": URL, "in": "1m", "entity": "order", field: 10 ** 5000}
+    spec = {"target": URL, "in": "1m", "entity": "order", field: value}
+    field = field.rstrip("s")  # a header's refusal names the header
     with pytest.raises(InvalidInput, match=f"^{field}: "):
         jobspec.build(spec, now=NOW, settings=Settings(), local=UTC, cwd="/tmp")
     assert batched([spec], None).startswith(f"line 1: {field}: ")
