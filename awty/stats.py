@@ -3,11 +3,13 @@ The store computes the aggregates (``Store.stats``); this shapes them for the CL
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from .api import Awty
 from .errors import InvalidInput
+from .model import Durations, StoreStats
 from .slots import current_slot, iso, slot_id
 
 NEXT_SLOTS = 5
@@ -24,10 +26,27 @@ def compute(a: Awty, *, window: timedelta = timedelta(days=1),
     since = now - window
     st = a.store.stats(now=now, since=since, current=current_slot(now, a.settings.resolution),
                        next_slots=next_slots)
+    return _shaped(a, st, now, since)
+
+
+def compute_with_durations(a: Awty, executions_ms: Sequence[float], runs_ms: Sequence[float],
+                           *, window: timedelta = timedelta(days=1)
+                           ) -> tuple[dict[str, Any], Durations, Durations]:
+    """``compute`` and the store's ``durations`` over the same window, the window's executions
+    read once for both (what a metrics scrape shows)."""
+    now = a.clock.now()
+    since = now - window
+    st, executed, ran = a.store.stats_and_durations(
+        now=now, since=since, current=current_slot(now, a.settings.resolution),
+        next_slots=NEXT_SLOTS, executions_ms=executions_ms, runs_ms=runs_ms)
+    return _shaped(a, st, now, since), executed, ran
+
+
+def _shaped(a: Awty, st: StoreStats, now: datetime, since: datetime) -> dict[str, Any]:
     schedules, paused = a.store.schedule_counts()
     return {
         "now": iso(now),
-        "window": {"since": iso(since), "seconds": window.total_seconds()},
+        "window": {"since": iso(since), "seconds": (now - since).total_seconds()},
         "pending": {
             "total": st.pending + st.in_flight,
             "in_flight": st.in_flight,

@@ -40,9 +40,10 @@ REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 def store_families(a: Awty) -> list[Metric]:
     """The store's figures as gauges (read at each scrape, from any host of the home)."""
-    from ..stats import compute
+    from ..stats import compute_with_durations
 
-    doc = compute(a, window=timedelta(days=1))
+    doc, deliveries, runs = compute_with_durations(
+        a, [b * 1000 for b in DELIVERY_BUCKETS], [b * 1000 for b in RUN_BUCKETS])
     now = a.clock.now()
     pending = GaugeMetricFamily("awty_pending_jobs", "Pending jobs by how far ahead their "
                                 "slot is", labels=["window"])
@@ -83,9 +84,6 @@ def store_families(a: Awty) -> list[Metric]:
     for q, key in (("0.5", "median"), ("0.99", "p99"), ("1", "max")):
         if doc["lateness_ms"][key] is not None:
             late.add_metric([q], doc["lateness_ms"][key])
-    deliveries, runs = a.store.durations(now - timedelta(days=1),
-                                         [b * 1000 for b in DELIVERY_BUCKETS],
-                                         [b * 1000 for b in RUN_BUCKETS])
     return [pending, by_kind, in_flight, missed, outcomes, fired, late,
             _histogram("awty_delivery_duration_seconds_last_day", "Each delivery's duration "
                        "(a callback's answer, an exec or python job's run) over the last 24 "

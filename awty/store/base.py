@@ -186,6 +186,14 @@ class Store(Protocol):
         runner process's executions of one slot: the first start to the last end; a run that
         executed nothing is not there). Computed by the store, never by holding rows."""
 
+    def stats_and_durations(self, *, now: datetime, since: datetime, current: datetime,
+                            next_slots: int, executions_ms: Sequence[float],
+                            runs_ms: Sequence[float]
+                            ) -> tuple[StoreStats, Durations, Durations]:
+        """``stats`` and ``durations`` over the one window ``since``, as each gives them, the
+        window's executions read once for both (a metrics scrape: reading them is most of
+        its cost)."""
+
     def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         """Jobs in flight grouped by owner, with how many leases expired and whether the
         owner is alive (None where the store cannot tell: SQLite, an owner that never

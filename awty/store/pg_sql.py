@@ -7,6 +7,11 @@ from __future__ import annotations
 from ..model import Answer
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from ..model import Durations
 
 # Column order of every job row read or copied (rows.py-style decoding is in postgres.py).
 JOB_COLUMNS = (
@@ -60,6 +65,27 @@ _SINCE = ("(WITH since AS (SELECT %s::timestamptz AS t) "
           f"SELECT {_EXECUTION} FROM {{s}}.job_execution WHERE at >= (SELECT t FROM since) "
           f"UNION ALL SELECT {_AS_EXECUTION} FROM {{s}}.job_history "
           "WHERE ended_at >= (SELECT t FROM since) AND exec_at >= (SELECT t FROM since)) e")
+# stats' figures over the window's executions ``e`` (see ``stats_executions``)
+_STATS_FIGURES = ("count(*), count(*) FILTER (WHERE attempt >= 2), "
+                  + "".join(f"count(*) FILTER (WHERE answer = '{a}'), " for a in ANSWERS)
+                  + "count(lateness_ms), percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP "
+                  "(ORDER BY lateness_ms), max(lateness_ms)")
+
+
+def histogram(d: str, bounds: Sequence[float]) -> str:
+    """A histogram's columns over the values ``d`` (NULLs left out): a count at or under each
+    bound, the count, the sum."""
+    return ("".join(f"count(*) FILTER (WHERE {d} <= {float(b)!r}), " for b in bounds)
+            + f"count({d}), coalesce(sum({d}), 0)")
+
+
+def histograms(row: Sequence[Any], executions_ms: Sequence[float]) -> tuple[Durations, Durations]:
+    """The executions' histogram and the runs' (``histogram``'s columns, one after the other)."""
+    split = len(executions_ms) + 2
+    executed, ran = row[:split], row[split:]
+    return ((list(executed[:-2]), executed[-2], float(executed[-1])),
+            (list(ran[:-2]), ran[-2], float(ran[-1])))
+
 
 # Seconds a statement may wait for its answer before the store asks whether the server is
 # still there (pg_watch, pg_light): awty's statements take milliseconds; past this, ask.
@@ -215,11 +241,7 @@ TEXTS = {
     # most of a scrape's cost) for every figure: a count per answer this version knows (others
     # are told by the total, and ``stats_answers`` then counts them all) and the two lateness
     # percentiles from one sort (two percentile_cont calls sort twice).
-    "stats_executions": "SELECT count(*), count(*) FILTER (WHERE attempt >= 2), "
-                        + "".join(f"count(*) FILTER (WHERE answer = '{a}'), " for a in ANSWERS)
-                        + """count(lateness_ms),
-        percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY lateness_ms), max(lateness_ms)
-    FROM """ + _SINCE,
+    "stats_executions": f"SELECT {_STATS_FIGURES} FROM {_SINCE}",
     "stats_answers": "SELECT answer, count(*) FROM " + _SINCE + " GROUP BY answer",
     # Both histograms over one read of the window (``durations``): each start's milliseconds
     # once, as a float8 (date_part: what extract's numeric cast to float8 gives, not its cost)
@@ -230,6 +252,12 @@ TEXTS = {
     # a run: one runner process's executions of one slot
     "durations_runs": "SELECT max(t + coalesce(duration_ms, 0)) - min(t) AS d "
                       "FROM w GROUP BY slot, host, pid",
+    # ``stats_and_durations`` (a metrics scrape): the window read once for stats' figures and
+    # both histograms, the columns of both in ``w``
+    "stats_durations_window": "WITH w AS MATERIALIZED (SELECT slot, host, pid, "
+                              "date_part('epoch', at) * 1000 AS t, duration_ms, lateness_ms, "
+                              f"answer, attempt FROM {_SINCE}) ",
+    "stats_figures": f"SELECT {_STATS_FIGURES}",
     "owner_alive": "SELECT %(owner_key)s IN (" + ALIVE + ")",
     "session_lock": "SELECT pg_advisory_lock_shared(%s, %s)",
     # the session lock is held by the backend this statement runs on (not so behind a pooler

@@ -48,6 +48,7 @@ from .pg_rows import (
 )
 from .pg_sql import (
     ANSWERS, EXECUTION_COPY_TYPES, FOLDED_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql,
+    histogram, histograms,
 )
 from .spec import StoreSpec
 
@@ -547,9 +548,29 @@ class PostgresStore:
 
     def stats(self, *, now: datetime, since: datetime, current: datetime,
               next_slots: int) -> StoreStats:
+        return self._stats(now, since, current, next_slots, None)[0]
+
+    def stats_and_durations(self, *, now: datetime, since: datetime, current: datetime,
+                            next_slots: int, executions_ms: Sequence[float],
+                            runs_ms: Sequence[float]
+                            ) -> tuple[StoreStats, Durations, Durations]:
+        st, rest = self._stats(now, since, current, next_slots, (executions_ms, runs_ms))
+        return (st, *histograms(rest, executions_ms))
+
+    def _stats(self, now: datetime, since: datetime, current: datetime, next_slots: int,
+               bounds: tuple[Sequence[float], Sequence[float]] | None
+               ) -> tuple[StoreStats, Sequence[Any]]:
+        """``stats``, and the histograms of ``bounds`` (``durations``') from the same one read
+        of the window's executions."""
         p = {"clock": self._clock(now), "current": sec(current),
              "owner_class": self._owner_class}
         since = sec(since)
+        executions = self.sql.stats_executions
+        if bounds:
+            executions = (f"{self.sql.stats_durations_window}SELECT * FROM "
+                          f"({self.sql.stats_figures}, {histogram('duration_ms', bounds[0])} "
+                          f"FROM w) AS a, (SELECT {histogram('d', bounds[1])} "
+                          f"FROM ({self.sql.durations_runs}) AS x) AS b")
         with self._tx("cannot compute stats") as cur:
             jobs = cur.execute(self.sql.stats_jobs, p).fetchall()
             past_slots = one(cur.execute(self.sql.stats_past_slots,
@@ -557,8 +578,8 @@ class PostgresStore:
             nexts = [(r[0], r[1]) for r in cur.execute(
                 self.sql.stats_next, (sec(current), next_slots))]
             outcomes = dict(cur.execute(self.sql.stats_outcomes, (since,)).fetchall())
-            total, retries, *answered, late_n, late_p, late_max = one(cur.execute(
-                self.sql.stats_executions, (since,)).fetchone())
+            total, retries, *rest = one(cur.execute(executions, (since,)).fetchone())
+            answered, (late_n, late_p, late_max) = rest[:len(ANSWERS)], rest[len(ANSWERS):][:3]
             by_answer = {a: n for a, n in zip(ANSWERS, answered, strict=True) if n}
             if sum(answered) != total:  # an answer this version does not know: count them all
                 by_answer = dict(cur.execute(self.sql.stats_answers, (since,)).fetchall())
@@ -572,7 +593,7 @@ class PostgresStore:
             failures=by_answer.get("retry", 0) + by_answer.get("fail", 0),
             lateness_count=late_n, lateness_median_ms=late_p[0] if late_p else None,
             lateness_p99_ms=late_p[1] if late_p else None, lateness_max_ms=late_max,
-        )
+        ), rest[len(ANSWERS) + 3:]
 
     def leases(self, now: datetime) -> builtins.list[LeaseGroup]:
         with self._tx("cannot read leases") as cur:
@@ -588,20 +609,16 @@ class PostgresStore:
 
     def durations(self, since: datetime, executions_ms: Sequence[float],
                   runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
-        def histogram(source: str, bounds: Sequence[float]) -> str:
-            cols = "".join(f"count(*) FILTER (WHERE d <= {float(b)!r}), " for b in bounds)
-            return (f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) AS x "
-                    "WHERE d IS NOT NULL")
+        def of(source: str, bounds: Sequence[float]) -> str:
+            return f"SELECT {histogram('d', bounds)} FROM ({source}) AS x"
 
         # one statement, so the window is read once for both (each histogram is one row)
         with self._tx("cannot read executions") as cur:
             row = one(cur.execute(
                 f"{self.sql.durations_window}SELECT * FROM "
-                f"({histogram(self.sql.durations_executions, executions_ms)}) AS a, "
-                f"({histogram(self.sql.durations_runs, runs_ms)}) AS b", (since,)).fetchone())
-        split = len(executions_ms) + 2
-        return ((list(row[:split - 2]), row[split - 2], float(row[split - 1])),
-                (list(row[split:-2]), row[-2], float(row[-1])))
+                f"({of(self.sql.durations_executions, executions_ms)}) AS a, "
+                f"({of(self.sql.durations_runs, runs_ms)}) AS b", (sec(since),)).fetchone())
+        return histograms(row, executions_ms)
 
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur: Cursor[TupleRow], where: str, params: dict[str, Any], now: datetime,

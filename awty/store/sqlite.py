@@ -357,6 +357,14 @@ class SQLiteStore:
                   runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
         return sqlite_reports.durations(self.conn, since, executions_ms, runs_ms)
 
+    def stats_and_durations(self, *, now: datetime, since: datetime, current: datetime,
+                            next_slots: int, executions_ms: Sequence[float],
+                            runs_ms: Sequence[float]
+                            ) -> tuple[StoreStats, Durations, Durations]:
+        return sqlite_reports.stats_and_durations(
+            self.conn, self.sessions.alive, now=now, since=since, current=current,
+            next_slots=next_slots, executions_ms=executions_ms, runs_ms=runs_ms)
+
     # -- changing -------------------------------------------------------------------------
     def _running(self, job: Job, now: datetime) -> bool:
         """``rules.running``, the owner's liveness read from its session's flock."""

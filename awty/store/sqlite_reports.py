@@ -5,7 +5,6 @@ read), so the cost does not depend on holding rows in memory."""
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -43,43 +42,84 @@ def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:
     return parse_slot_id(row[0]), from_iso(row[1])
 
 
-# The window's executions read once (an index range and a row lookup each, from two tables),
-# each start's milliseconds computed once (julianday: milliseconds are kept)
-_WINDOW = ("WITH e AS MATERIALIZED (SELECT slot, host, pid, julianday(at) * 86400000.0 AS t, "
-           f"duration_ms FROM {EXECUTIONS_SINCE}) ")
+# Every answer an execution can give (``Answer``), each counted in the one pass over the window
+_ANSWER_SUMS = "".join(f", coalesce(sum(answer = '{a.value}'), 0)" for a in Answer)
+# stats' lateness ranks (0-based: the median's two, the 99th percentile's math.ceil(0.99 * n) - 1,
+# in integers: 0.99 * n is 99 * n / 100 to the double) picked from one sorted read of ``e``
+_RANKS = ("(SELECT max(CASE r WHEN lo THEN l END), max(CASE r WHEN hi THEN l END), "
+          "max(CASE r WHEN k99 THEN l END) FROM (SELECT l, row_number() OVER (ORDER BY l) - 1 "
+          "AS r FROM e WHERE l IS NOT NULL), (SELECT (n - 1) / 2 AS lo, n / 2 AS hi, "
+          "(99 * n + 99) / 100 - 1 AS k99 FROM c))")
 # a run: one runner process's executions of one slot
 _RUNS = "SELECT max(t + coalesce(duration_ms, 0)) - min(t) AS d FROM e GROUP BY slot, host, pid"
 
 
+def _histogram(d: str, bounds: Sequence[float]) -> str:
+    return "".join(f"coalesce(sum({d} <= {float(b)!r}), 0), " for b in bounds) + (
+        f"count({d}), coalesce(sum({d}), 0)")
+
+
+def _window(conn: sqlite3.Connection, since: str, figures: bool,
+            bounds: tuple[Sequence[float], Sequence[float]] | None) -> tuple[Any, ...]:
+    """One statement over the window's executions, read once (an index range and a row lookup
+    each, from two tables: most of a scrape's cost) into ``e``, as one row: ``stats``' figures
+    when ``figures`` (the three lateness ranks, then the counts), then the two histograms of
+    ``durations`` when ``bounds``."""
+    cols, sums, parts = [], [], []
+    if figures:
+        cols.append("attempt, answer, lateness_ms AS l")
+        sums.append(f"count(*), coalesce(sum(attempt > 1), 0), count(l) AS n, max(l)"
+                    f"{_ANSWER_SUMS}")
+        parts.append(_RANKS)
+    parts.append("c")
+    if bounds:
+        # each start's milliseconds computed once (julianday: milliseconds are kept)
+        cols.append("slot, host, pid, julianday(at) * 86400000.0 AS t, duration_ms")
+        sums.append(_histogram("duration_ms", bounds[0]))
+        parts.append(f"(SELECT {_histogram('d', bounds[1])} FROM ({_RUNS}))")
+    row: tuple[Any, ...] = conn.execute(
+        f"WITH e AS MATERIALIZED (SELECT {', '.join(cols)} FROM {EXECUTIONS_SINCE}), "
+        f"c AS MATERIALIZED (SELECT {', '.join(sums)} FROM e) SELECT * FROM {', '.join(parts)}",
+        (since,)).fetchone()
+    return row
+
+
 def durations(conn: sqlite3.Connection, since: datetime, executions_ms: Sequence[float],
               runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
-    def histogram(source: str, bounds: Sequence[float]) -> str:
-        cols = "".join(f"coalesce(sum(d <= {float(b)!r}), 0), " for b in bounds)
-        return f"SELECT {cols}count(d), coalesce(sum(d), 0) FROM ({source}) WHERE d IS NOT NULL"
+    return _durations(_window(conn, iso(since), False, (executions_ms, runs_ms)), executions_ms)
 
-    # one statement, so ``e`` is read once for both (each histogram is one row)
-    row = conn.execute(
-        f"{_WINDOW}SELECT * FROM ({histogram('SELECT duration_ms AS d FROM e', executions_ms)}), "
-        f"({histogram(_RUNS, runs_ms)})", (iso(since),)).fetchone()
+
+def _durations(row: Sequence[Any], executions_ms: Sequence[float]) -> tuple[Durations, Durations]:
+    """The two histograms at the end of ``row``: the executions' bounds, then the runs'."""
     split = len(executions_ms) + 2
-    return _durations(row[:split]), _durations(row[split:])
-
-
-def _durations(row: tuple[Any, ...]) -> Durations:
-    *counts, n, total = row
-    return list(counts), n, float(total)
+    executed, ran = row[:split], row[split:]
+    return ((list(executed[:-2]), executed[-2], float(executed[-1])),
+            (list(ran[:-2]), ran[-2], float(ran[-1])))
 
 
 def _counts(conn: sqlite3.Connection, sql: str, *params: object) -> dict[str, int]:
     return {k: n for k, n in conn.execute(sql, params)}
 
 
-# Every answer an execution can give (``Answer``), each counted in the one pass over the window
-_ANSWER_SUMS = "".join(f"coalesce(sum(answer = '{a.value}'), 0), " for a in Answer)
-
-
 def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datetime,
           current: datetime, next_slots: int) -> StoreStats:
+    return _stats(conn, alive, now, since, current, next_slots, None)[0]
+
+
+def stats_and_durations(conn: sqlite3.Connection, alive: Alive, *, now: datetime,
+                        since: datetime, current: datetime, next_slots: int,
+                        executions_ms: Sequence[float], runs_ms: Sequence[float]
+                        ) -> tuple[StoreStats, Durations, Durations]:
+    st, rest = _stats(conn, alive, now, since, current, next_slots, (executions_ms, runs_ms))
+    return (st, *_durations(rest, executions_ms))
+
+
+def _stats(conn: sqlite3.Connection, alive: Alive, now: datetime, since: datetime,
+           current: datetime, next_slots: int,
+           bounds: tuple[Sequence[float], Sequence[float]] | None
+           ) -> tuple[StoreStats, Sequence[Any]]:
+    """``Store.stats``, and what ``_window`` gives after its figures (the histograms of
+    ``bounds``, from the same one read of the window's executions)."""
     q = conn.execute
     cur, since_s = iso(current), iso(since)
     upcoming = q("SELECT next_check_at, count(*) FROM future_job WHERE next_check_at >= ? "
@@ -92,25 +132,16 @@ def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datet
     in_flight = q("SELECT count(*) FROM future_job WHERE status = 'in_flight'").fetchone()[0]
     pending = q("SELECT count(*) FROM future_job").fetchone()[0] - in_flight
     stale = sum(g.expired for g in leases(conn, now, alive) if g.alive is not True)
-    # Reading the window's executions is most of a scrape's cost (an index range and a row
-    # lookup each, from two tables): every count comes from one pass, the lateness ranks from
-    # one sorted read.
-    total, retries, n, top, *answered = q(
-        f"SELECT count(*), coalesce(sum(attempt > 1), 0), count(lateness_ms), max(lateness_ms), "
-        f"{_ANSWER_SUMS.removesuffix(', ')} FROM {EXECUTIONS_SINCE}", (since_s,)).fetchone()
+    lo_l, hi_l, p99, total, retries, n, top, *rest = _window(conn, since_s, True, bounds)
+    answered = rest[:len(Answer)]
     by_answer = {a.value: k for a, k in zip(Answer, answered, strict=True) if k}
     if sum(answered) != total:  # an answer this version does not know: count them all
         by_answer = _counts(conn, f"SELECT answer, count(*) FROM {EXECUTIONS_SINCE} "
                                   "GROUP BY answer ORDER BY answer", since_s)
-    median = p99 = None
+    median = None
     if n:
-        lo, hi, k99 = (n - 1) // 2, n // 2, math.ceil(0.99 * n) - 1  # 0-based ranks
-        ranked = dict(q(f"SELECT r, l FROM (SELECT lateness_ms AS l, row_number() OVER "
-                        f"(ORDER BY lateness_ms) - 1 AS r FROM {EXECUTIONS_SINCE} "
-                        "WHERE lateness_ms IS NOT NULL) WHERE r IN (?2, ?3, ?4)",
-                        (since_s, lo, hi, k99)))
-        median = (float(ranked[lo]) + float(ranked[hi])) / 2 if lo != hi else float(ranked[lo])
-        p99 = float(ranked[k99])
+        median = (float(lo_l) + float(hi_l)) / 2 if n % 2 == 0 else float(lo_l)
+        p99 = float(p99)
     return StoreStats(
         pending=pending, in_flight=in_flight, stale_leases=stale,
         by_kind=_counts(conn, "SELECT kind, count(*) FROM future_job GROUP BY kind ORDER BY kind"),
@@ -122,7 +153,7 @@ def stats(conn: sqlite3.Connection, alive: Alive, *, now: datetime, since: datet
         retries=retries, failures=by_answer.get("retry", 0) + by_answer.get("fail", 0),
         lateness_count=n, lateness_median_ms=median, lateness_p99_ms=p99,
         lateness_max_ms=top if n else None,
-    )
+    ), rest[len(Answer):]
 
 
 def check(conn: sqlite3.Connection, version: int, expected: int) -> StoreHealth:

@@ -363,6 +363,14 @@ def test_an_execution_kept_on_its_history_row_reads_back_as_it_was(store):
     executed, runs_of_slot = store.durations(T0 - timedelta(hours=1), [100.0, 300.0], [1e6])
     assert executed == ([1, 4], 4, pytest.approx(760.0))
     assert runs_of_slot[1] == 1
+    # a metrics scrape's one read gives what the two give apart, over any window
+    # (a since between whole seconds: stored times are whole seconds, both reads truncate it)
+    for since in (T0 - timedelta(hours=1), T0 + timedelta(milliseconds=500),
+                  T0 + timedelta(seconds=1), T0 + 3 * MIN):
+        assert store.stats_and_durations(
+            now=T0 + MIN, since=since, current=S1, next_slots=1, executions_ms=[100.0, 300.0],
+            runs_ms=[1e6]) == (store.stats(now=T0 + MIN, since=since, current=S1, next_slots=1),
+                               *store.durations(since, [100.0, 300.0], [1e6]))
     assert store.last_fired() == (T0, T0)
     exported = {h["id"]: h for h in store.export_history()}
     assert set(exported[a.id]) == set(exported[c.id])  # the row's own fields only
