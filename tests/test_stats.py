@@ -194,3 +194,26 @@ def test_an_answer_this_version_does_not_know_is_counted(busy):
     ex = stats.compute(busy)["executions"]
     assert ex["total"] == 6
     assert ex["by_answer"] == {"done": 1, "gone": 1, "later": 1, "retry": 3}
+
+
+@pytest.mark.parametrize("extra", [0, 1, 95, 96, 195, 196])
+def test_lateness_ranks_over_many(busy, extra):
+    # the ranks are picked in SQL (the 99th percentile counted from the top): the median's one or
+    # two middle values and math.ceil(0.99 * n) - 1, checked against the sorted values
+    import math
+    import sqlite3
+
+    conn = sqlite3.connect(busy.home / "awty.db")
+    with conn:
+        conn.executemany("INSERT INTO job_event (job_id, at, slot, check_no, attempt, answer, "
+                         "lateness_ms) SELECT job_id, at, slot, check_no, attempt, answer, ? "
+                         "FROM job_event ORDER BY at DESC LIMIT 1",
+                         [(float((i * 37) % 101),) for i in range(extra)])
+    conn.close()
+    values = sorted([1000.0, 2000.0, 3000.0, 5000.0, 7000.0]
+                    + [float((i * 37) % 101) for i in range(extra)])
+    n = len(values)
+    late = stats.compute(busy)["lateness_ms"]
+    assert late["count"] == n
+    assert late["median"] == (values[(n - 1) // 2] + values[n // 2]) / 2
+    assert late["p99"] == values[math.ceil(0.99 * n) - 1]

@@ -44,12 +44,14 @@ def last_fired(conn: sqlite3.Connection) -> tuple[datetime, datetime] | None:
 
 # Every answer an execution can give (``Answer``), each counted in the one pass over the window
 _ANSWER_SUMS = "".join(f", coalesce(sum(answer = '{a.value}'), 0)" for a in Answer)
-# stats' lateness ranks (0-based: the median's two, the 99th percentile's math.ceil(0.99 * n) - 1,
-# in integers: 0.99 * n is 99 * n / 100 to the double) picked from one sorted read of ``e``
-_RANKS = ("(SELECT max(CASE r WHEN lo THEN l END), max(CASE r WHEN hi THEN l END), "
-          "max(CASE r WHEN k99 THEN l END) FROM (SELECT l, row_number() OVER (ORDER BY l) - 1 "
-          "AS r FROM e WHERE l IS NOT NULL), (SELECT (n - 1) / 2 AS lo, n / 2 AS hi, "
-          "(99 * n + 99) / 100 - 1 AS k99 FROM c))")
+# stats' lateness ranks (0-based): the median's one or two, (n - 1) / 2 and n / 2, as the least
+# and greatest of the rows at them; the 99th percentile's, math.ceil(0.99 * n) - 1 (in integers:
+# 0.99 * n is 99 * n / 100 to the double), counted from the top: a sort that keeps only the top
+# 1% (LIMIT), where a window over every row (row_number) cost ~110 ms more for 200,000
+_L = "SELECT l FROM e WHERE l IS NOT NULL ORDER BY l"
+_RANKS = (f"(SELECT min(l), max(l) FROM ({_L} LIMIT (SELECT n / 2 - (n - 1) / 2 + 1 FROM c) "
+          f"OFFSET (SELECT (n - 1) / 2 FROM c))), (SELECT ({_L} DESC LIMIT 1 "
+          "OFFSET (SELECT n - (99 * n + 99) / 100 FROM c)))")
 # a run: one runner process's executions of one slot
 _RUNS = "SELECT max(t + coalesce(duration_ms, 0)) - min(t) AS d FROM e GROUP BY slot, host, pid"
 
