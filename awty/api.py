@@ -6,14 +6,14 @@ from __future__ import annotations
 import _thread
 import builtins
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
 from . import config as config_mod
 from .clock import Clock, default_clock
 from .documents import JobView
-from .errors import AwtyError, Busy, InvalidInput, JobNotFound, StoreError
+from .errors import AwtyError, Busy, InvalidInput, JobNotFound, Revoked, StoreError
 from .ids import ID_PREFIX, MIN_PREFIX, normalise
 from .model import (
     ALL_KINDS, ApiToken, CancelResult, Execution, HistoryRow, Job, Kind, MisfirePolicy,
@@ -61,21 +61,25 @@ class AddResult(Record):
 
 
 class AddPart(Record):
-    """One part of ``Awty.add_parts``: the arguments of one ``add_many`` call."""
+    """One part of ``Awty.add_parts``: the arguments of one ``add_many`` call, and ``token``,
+    the SHA-256 of serve's token it is added with (None: none to check)."""
 
-    __slots__ = ("specs", "cwd", "environ", "single")
+    __slots__ = ("specs", "cwd", "environ", "single", "token")
     specs: list[dict[str, Any]]
     cwd: str | None
     environ: dict[str, str] | None
     single: bool
+    token: str | None
 
     def __new__(cls, specs: list[dict[str, Any]], cwd: str | None = None,
-                environ: dict[str, str] | None = None, single: bool = False) -> AddPart:
+                environ: dict[str, str] | None = None, single: bool = False,
+                token: str | None = None) -> AddPart:
         s = _draft(cls)
         s.specs = specs
         s.cwd = cwd
         s.environ = environ
         s.single = single
+        s.token = token
         return _seal(s, cls)
 
 
@@ -420,48 +424,50 @@ class Awty:
         requests that arrived together). Each part is all or nothing on its own: a part with
         a bad spec gets its ``InvalidInput`` and the others are stored; when the store refuses
         the whole (a part's idempotency key taken with other fields, say), each part is added
-        on its own, as if they had come one after the other. A ``StoreError`` or ``Busy``
-        is every part's. Returns each part's results, or the error it raised."""
+        on its own, as if they had come one after the other. The parts' tokens are checked in
+        that transaction (``Store.add``): a part whose token is unknown or revoked gets
+        ``Revoked``, nothing of it stored, and the others go in without it. A ``StoreError``
+        or ``Busy`` is every part's. Returns each part's results, or the error it raised."""
         self.load_cluster()
         self._not_moved()
         now = self.clock.now()
         out: list[list[AddResult] | AwtyError] = []
-        jobs: list[Job] = []
-        fps: list[str | None] = []
-        for p in parts:
+        built: dict[int, tuple[list[Job], list[str | None]]] = {}
+        for i, p in enumerate(parts):
             try:
-                j, f = self._built(p.specs, now, p.cwd, p.environ, p.single)
+                built[i] = self._built(p.specs, now, p.cwd, p.environ, p.single)
             except AwtyError as e:
                 out.append(e)
                 continue
             out.append([])
-            jobs += j
-            fps += f
-        if not jobs:
+        while True:
+            jobs = [j for b in built.values() for j in b[0]]
+            if not jobs:
+                return out
+            fps = [f for b in built.values() for f in b[1]]
+            tokens = {t for t in (parts[i].token for i in built) if t is not None}
+            try:
+                added = self._stored(jobs, fps, tokens, now)
+            except Revoked as e:  # rare: again without the parts of the tokens gone
+                for i in [i for i in built if parts[i].token in e.hashes]:
+                    out[i] = e
+                    del built[i]
+                continue
+            except (StoreError, Busy):
+                raise
+            except AwtyError as e:
+                if len(built) == 1:
+                    return [e if i in built else r for i, r in enumerate(out)]
+                return [self._part_alone(parts[i]) if i in built else r
+                        for i, r in enumerate(out)]
+            at = 0
+            for i, (js, _) in built.items():
+                out[i] = added[at:at + len(js)]
+                at += len(js)
             return out
-        try:
-            added = self._stored(jobs, fps)
-        except (StoreError, Busy):
-            raise
-        except AwtyError as e:
-            if sum(1 for r in out if isinstance(r, list)) == 1:
-                return [e if isinstance(r, list) else r for r in out]
-            return [self._part_alone(p) if isinstance(r, list) else r
-                    for p, r in zip(parts, out, strict=True)]
-        at = 0
-        for r, p in zip(out, parts, strict=True):
-            if isinstance(r, list):
-                r += added[at:at + len(p.specs)]
-                at += len(p.specs)
-        return out
 
     def _part_alone(self, p: AddPart) -> list[AddResult] | AwtyError:
-        try:
-            return self.add_many(p.specs, cwd=p.cwd, environ=p.environ, _single=p.single)
-        except (StoreError, Busy):
-            raise
-        except AwtyError as e:
-            return e
+        return self.add_parts([p])[0]
 
     def _built(self, specs: Iterable[dict[str, Any]], now: datetime, cwd: str | None,
                environ: dict[str, str] | None, single: bool,
@@ -473,8 +479,9 @@ class Awty:
                           cwd=cwd or os.getcwd(), environ=environ, single=single,
                           lines=lines)
 
-    def _stored(self, jobs: list[Job], fps: list[str | None]) -> list[AddResult]:
-        added = self.store.add(jobs, fps)
+    def _stored(self, jobs: list[Job], fps: list[str | None], tokens: Collection[str] = (),
+                now: datetime | None = None) -> list[AddResult]:
+        added = self.store.add(jobs, fps, tokens=tokens, now=now)
         try:
             self.tree.write_many(a.job for a in added if a.created)
         except OSError as e:

@@ -43,6 +43,15 @@ class Busy(AwtyError):
     """The database or a lock stayed busy past its timeout; nothing was half-written."""
 
 
+class Revoked(AwtyError):
+    """An add checked against serve's tokens (``Store.add``'s ``tokens``) found some of them
+    unknown or revoked: nothing of that add was stored. ``hashes``: the SHA-256s not found."""
+
+    def __init__(self, hashes: frozenset[str]):
+        self.hashes = hashes
+        super().__init__("unknown or revoked token")
+
+
 class StoreError(AwtyError):
     """The store cannot be used as it is (unknown schema version, unreadable database…)."""
 

@@ -1,9 +1,10 @@
 """Group commit of ``POST /v1/jobs`` and ``/v1/jobs/batch``: the adds of requests that arrive
 while the store is busy with earlier ones wait in a queue, and one writer task hands them to
-the store's thread together: their tokens are checked again (a revoke seen at once, whatever
-``auth``'s cache holds), their jobs go in one transaction (``Awty.add_parts``: each request
-all or nothing on its own) and one envelope file a slot. Each request is answered only once
-that transaction has committed: a 201 is never given for a job the store does not hold.
+the store's thread together: their jobs go in one transaction (``Awty.add_parts``: each
+request all or nothing on its own), which first checks their tokens again (a revoke seen at
+once, whatever ``auth``'s cache holds: a revoked token's requests add nothing and get 401, the
+others go in), and one envelope file a slot. Each request is answered only once that
+transaction has committed: a 201 is never given for a job the store does not hold.
 
 Alone, a request is a group of one and waits for nothing; under load a group holds what came
 during the previous one's commit, so a transaction, a token check and a thread hop serve many
@@ -15,6 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..api import AddPart
+from ..errors import Revoked
 from ..tokens import hash_of
 from .auth import revoked
 from .problems import Problem
@@ -81,26 +83,14 @@ class Adds:
 
 
 def _commit(a: Awty, group: list[_Ask]) -> list[list[AddResult] | Exception]:
-    """In the store's thread: the group's tokens checked, then its adds in one transaction."""
+    """In the store's thread: the group's adds in one transaction, which checks their tokens
+    again first (``AddPart.token``). A part's directory and environment come from the cached
+    token: what they read of it (``exec_dir``, its name and ref) never changes while it lives."""
     from .. import tokens
 
-    found: dict[str, ApiToken | None] = {}
+    parts = []
     for ask in group:
-        if ask.secret is not None and ask.secret not in found:
-            found[ask.secret] = a.token_for(ask.secret)
-    out: list[list[AddResult] | Exception] = []
-    parts, where = [], []
-    for ask in group:
-        token = ask.token if ask.secret is None else found[ask.secret]
-        if token is None:
-            out.append(revoked())
-            continue
-        cwd, env = tokens.exec_environment(token, str(a.home))
-        where.append(len(out))
-        out.append([])
-        parts.append(AddPart(ask.specs, cwd, env, ask.single))
-    if parts:
-        for i, r in zip(where, a.add_parts(parts), strict=True):
-            out[i] = r
-    return out
-
+        cwd, env = tokens.exec_environment(ask.token, str(a.home))
+        parts.append(AddPart(ask.specs, cwd, env, ask.single,
+                             None if ask.secret is None else hash_of(ask.secret)))
+    return [revoked() if isinstance(r, Revoked) else r for r in a.add_parts(parts)]

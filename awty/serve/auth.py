@@ -3,12 +3,12 @@ looked up by its SHA-256 on every request, so that a revoke is seen at once by e
 process; its scopes decide what it may do, its rate how often (``limits``).
 
 The adds (``POST /v1/jobs``, ``/v1/jobs/batch``) take a token found before from this
-process's cache instead: their group commit (``adds``) looks every token up again, once a
-group, in the store's thread before the group's transaction, refuses a revoked one there and
-adds with the store's record. What the cache is asked (scopes, callback prefixes, rate) never
-changes while the token lives (a token made anew under a name has another secret; ``token env``
-changes its exec environment only), so a cached token differs from the store's there only by
-being gone."""
+process's cache instead: their group commit (``adds``) checks every token again in the
+group's own transaction (``Store.add``'s ``tokens``) and refuses a revoked one there. What the
+cache is asked (scopes, callback prefixes, rate, and for the adds the exec directory, name and
+ref) never changes while the token lives (a token made anew under a name has another secret;
+``token env`` changes its exec environment only, which a job reads when it runs), so a cached
+token differs from the store's there only by being gone."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ Locks
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -128,10 +128,16 @@ class Store(Protocol):
         the facade then refuses adds and runs here."""
 
     # -- adding ---------------------------------------------------------------------------
-    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
+    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None], *,
+            tokens: Collection[str] = (), now: datetime | None = None) -> list[Added]:
         """Insert all jobs or none. A job whose idempotency_key is already known (pending or in
         history) with the same fingerprint returns the existing job (created=False); with
-        another fingerprint raises ``Conflict`` and nothing is inserted."""
+        another fingerprint raises ``Conflict`` and nothing is inserted.
+        ``tokens``: SHA-256s of serve's tokens the jobs are added with, checked in the same
+        transaction before anything goes in (serve's adds: one round trip and commit fewer
+        than ``token_for`` first): when one is unknown or revoked, raises ``Revoked`` naming
+        those and nothing is inserted; the last use of the others is noted at ``now`` as
+        ``token_for`` notes it."""
 
     # -- reading --------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | None: ...

@@ -32,7 +32,8 @@ from .pg_sql import PROBE_AFTER, Sql
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
+    from datetime import datetime
     from typing import Any
 
     from ..model import Added, Job
@@ -203,9 +204,10 @@ class LightStore:
             self._lib.PQfinish(conn)
 
     # -- adding -----------------------------------------------------------------------------
-    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
-        if self._full is not None or len(jobs) != 1 or jobs[0].idempotency_key:
-            return self._real().add(jobs, fingerprints)
+    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None], *,
+            tokens: Collection[str] = (), now: datetime | None = None) -> list[Added]:
+        if self._full is not None or len(jobs) != 1 or jobs[0].idempotency_key or tokens:
+            return self._real().add(jobs, fingerprints, tokens=tokens, now=now)
         out, rows = rules.admit(jobs, fingerprints, {})
         try:
             params = [_text(v) for v in job_to_row(*rows[0])]

@@ -328,6 +328,12 @@ TEXTS = {
     # last_used_at moves at most once a minute: a token's every request is no write
     "token_for": "UPDATE {s}.api_token SET last_used_at = %(now)s WHERE hash = %(hash)s "
                  "AND (last_used_at IS NULL OR last_used_at < %(now)s - interval '1 minute') ",
+    # store.add's check of serve's tokens: the last use noted as token_for's, the tokens
+    # found read in the same statement (the UPDATE's rows are there whether it moved them)
+    "tokens_live": "WITH noted AS (UPDATE {s}.api_token SET last_used_at = %(now)s "
+                   "WHERE hash = ANY(%(hashes)s) AND (last_used_at IS NULL "
+                   "OR last_used_at < %(now)s - interval '1 minute')) "
+                   "SELECT hash FROM {s}.api_token WHERE hash = ANY(%(hashes)s)",
     "token_row": "SELECT name, scopes, created_at, last_used_at, options FROM {s}.api_token "
                  "WHERE hash = %s",
     "token_named": "SELECT name, scopes, created_at, last_used_at, options "

@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from datetime import datetime, timedelta
@@ -392,9 +392,15 @@ class PostgresStore:
         self._meta["moved"] = value
 
     # -- adding ---------------------------------------------------------------------------
-    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
+    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None], *,
+            tokens: Collection[str] = (), now: datetime | None = None) -> list[Added]:
         try:
             with self._tx("cannot add") as cur:
+                if tokens:
+                    assert now is not None
+                    found = cur.execute(self.sql.tokens_live, {
+                        "now": sec(now), "hashes": list(tokens)}).fetchall()
+                    rules.tokens_gone(tokens, (r[0] for r in found))
                 return self._add(cur, jobs, fingerprints)
         except _OccurrenceTaken:
             raise self._occurrence_taken(jobs) from None

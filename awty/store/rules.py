@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..errors import Conflict
+from ..errors import Conflict, Revoked
 from ..ids import runner_host_pid, runner_label
 from ..model import Added, Execution, Job, Outcome, Result, Schedule, Status, run_order
 from ..slots import iso
@@ -26,7 +26,7 @@ from ..storable import storable
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 ERROR_CHARS = 2000  # of a result's error and output kept in history (and a job's last error)
 # Outcomes whose history row keeps the whole job, to be re-armed by `retry` (so does a row of a
@@ -87,6 +87,13 @@ def occurrence_taken(jobs: Sequence[Job],
                             f"schedule {j.schedule}, which job {other} holds already")
         seen[key] = j.id
     return id_taken()
+
+
+def tokens_gone(asked: Collection[str], found: Iterable[str]) -> None:
+    """``Store.add``'s token check: ``Revoked`` for those of ``asked`` not ``found``."""
+    gone = frozenset(asked).difference(found)
+    if gone:
+        raise Revoked(gone)
 
 
 def token_taken(name: str) -> Conflict:

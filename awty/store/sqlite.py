@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from datetime import datetime, timedelta
@@ -94,6 +94,20 @@ def left_behind(path: Path) -> tuple[int, dict[str, str] | None]:
 
 
 _TOKEN_NOTE = timedelta(minutes=1)  # a token's last use is written at most this often
+
+
+def _tokens_live(c: sqlite3.Connection, tokens: Collection[str], now: datetime) -> None:
+    """``add``'s check of serve's tokens, in its write transaction: ``Revoked`` for those not
+    kept; the last use of the others noted as ``token_for`` notes it."""
+    hashes = list(tokens)
+    marks = ",".join("?" * len(hashes))
+    found = c.execute(f"SELECT hash, last_used_at FROM api_token WHERE hash IN ({marks})",
+                      hashes).fetchall()
+    rules.tokens_gone(hashes, (h for h, _ in found))
+    stale = [(iso(now), h) for h, used in found
+             if used is None or from_iso(used) < now - _TOKEN_NOTE]
+    if stale:
+        c.executemany("UPDATE api_token SET last_used_at = ? WHERE hash = ?", stale)
 
 
 def _token(row: tuple[Any, ...]) -> ApiToken:
@@ -233,9 +247,13 @@ class SQLiteStore:
         self._meta["moved"] = value
 
     # -- adding ---------------------------------------------------------------------------
-    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None]) -> list[Added]:
+    def add(self, jobs: Sequence[Job], fingerprints: Sequence[str | None], *,
+            tokens: Collection[str] = (), now: datetime | None = None) -> list[Added]:
         try:
             with self._write() as c:
+                if tokens:
+                    assert now is not None
+                    _tokens_live(c, tokens, now)
                 return add_jobs(c, jobs, fingerprints)
         except sqlite3.IntegrityError as e:
             if "future_job.occurrence" in str(e):  # the (schedule, occurrence) key

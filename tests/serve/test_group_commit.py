@@ -116,3 +116,36 @@ def test_add_parts_each_part_alone_in_one_transaction(served):
         assert got[0][0].job.id == got[1][0].job.id
         assert isinstance(got[2], Conflict)
         assert sorted(str(j.payload) for j in a.list()) == ["1", "1", "3", "None", "None"]
+
+
+@pytest.mark.slow  # a PostgreSQL schema per store, two Awty on it
+def test_add_parts_refuses_a_revoked_tokens_parts_in_the_same_transaction(tmp_path, backend):
+    """The tokens serve's adds took from their cache are checked again in the add's own
+    transaction (AddPart.token): a part of a token revoked by another process (another Awty
+    here) stores nothing and gets Revoked; the other parts of the same call go in, a clash
+    among them still sending each on its own."""
+    from awty.api import AddPart, Awty
+    from awty.errors import Conflict, Revoked
+    from awty.tokens import hash_of
+
+    def part(token, *payloads, key=None):
+        return AddPart([{"target": HOOK, "in": "2h", "payload": p,
+                         **({"idempotency_key": key} if key else {})} for p in payloads],
+                       single=len(payloads) == 1, token=hash_of(token))
+
+    home = tmp_path / "home"
+    with Awty(home, env={}, **backend.kw) as a, Awty(home, env={}, **backend.kw) as other:
+        _, kept = a.new_token("kept", "jobs:write")
+        _, gone = a.new_token("gone", "jobs:write")
+        got = a.add_parts([part(kept, 1), part(gone, 2)])
+        assert [len(r) for r in got] == [1, 1]
+        assert all(t.last_used_at is not None for t in a.tokens())  # noted by the add
+        other.revoke_token("gone")
+        got = a.add_parts([part(kept, 3), part(gone, 4, 5), part(kept, 6),
+                           AddPart([{"target": HOOK, "in": "2h", "payload": 7}])])
+        assert isinstance(got[1], Revoked)
+        assert [len(got[i]) for i in (0, 2, 3)] == [1, 1, 1]
+        got = a.add_parts([part(gone, 8), part(kept, 9, key="k"), part(kept, 10, key="k")])
+        assert isinstance(got[0], Revoked) and isinstance(got[2], Conflict)
+        assert [r.created for r in got[1]] == [True]
+        assert sorted(str(j.payload) for j in a.list()) == ["1", "2", "3", "6", "7", "9"]

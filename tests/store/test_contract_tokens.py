@@ -63,3 +63,33 @@ def test_a_tokens_ref_is_kept_and_tells_a_new_token_of_its_name_apart(store):
     store.revoke_token("ops")
     store.add_token(tokens.make("ops", "jobs:exec", NOW), "h2")
     assert store.token_named("ops").ref not in (None, first.ref)
+
+
+def test_an_add_checks_the_tokens_it_is_given_in_its_own_transaction(store, case):
+    # serve's adds re-check the tokens they took from their cache in the add itself: a token
+    # revoked by another process stops the whole add, nothing of it stored; the last use of
+    # the others is noted there as token_for notes it (at most once a minute)
+    from awty.errors import Revoked
+    from awty.model import ApiToken
+    from contractkit import mk
+
+    store.add_token(ApiToken("a", ("jobs:write",), NOW), "ha")
+    store.add_token(ApiToken("b", ("jobs:write",), NOW), "hb")
+    one, two, three = mk(), mk(), mk()
+    assert [x.job.id for x in store.add([one], [None], tokens={"ha", "hb"}, now=NOW)] == [one.id]
+    assert {t.name: t.last_used_at for t in store.tokens()} == {"a": NOW, "b": NOW}
+    other = case.open()
+    try:
+        assert other.revoke_token("b")
+        with pytest.raises(Revoked) as refused:
+            store.add([two, three], [None, None], tokens={"ha", "hb", "nope"},
+                      now=NOW + timedelta(minutes=2))
+        assert refused.value.hashes == {"hb", "nope"}
+        assert store.get(two.id) is None and store.get(three.id) is None
+        assert store.tokens()[0].last_used_at == NOW  # the refused add noted nothing
+        store.add([two], [None], tokens={"ha"}, now=NOW + timedelta(seconds=30))
+        assert store.get(two.id) is not None and store.tokens()[0].last_used_at == NOW
+        store.add([three], [None], tokens={"ha"}, now=NOW + timedelta(minutes=2))
+        assert other.tokens()[0].last_used_at == NOW + timedelta(minutes=2)
+    finally:
+        other.close()
