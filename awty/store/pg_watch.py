@@ -25,7 +25,7 @@ TICK = 0.25
 class Watch:
     def __init__(self, probe: Callable[[], str | None], every: float):
         self._probe, self._every = probe, every
-        self._waiting: dict[int, tuple[Any, float]] = {}  # id -> (connection, since)
+        self._waiting: dict[object, tuple[Any, float]] = {}  # caller -> (connection, since)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -33,8 +33,11 @@ class Watch:
 
     @contextmanager
     def statement(self, conn: Any) -> Iterator[None]:
-        """While ``conn`` (a psycopg connection) runs the caller's statements."""
-        key = id(conn)
+        """While ``conn`` (a psycopg connection) runs the caller's statements; ``conn`` None
+        while the caller waits for a connection to run them on (the pool's): a long wait makes
+        the watch ask as a long statement does, and the caller reads the answer (nothing to
+        shut)."""
+        key = object()  # one per caller: several wait for the pool at once
         with self._lock:
             self._waiting[key] = (conn, time.monotonic())
             self._start()
@@ -43,21 +46,6 @@ class Watch:
         finally:
             with self._lock:
                 self._waiting.pop(key, None)
-
-    @contextmanager
-    def waiting(self) -> Iterator[None]:
-        """While the caller waits for a connection to run its statements on (the pool's): a
-        long wait makes the watch ask as a long statement does; the caller reads the answer
-        (nothing to shut)."""
-        key = object()
-        with self._lock:
-            self._waiting[id(key)] = (None, time.monotonic())
-            self._start()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._waiting.pop(id(key), None)
 
     def close(self) -> None:
         self._stop.set()

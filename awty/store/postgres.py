@@ -264,7 +264,7 @@ class PostgresStore:
             conn = pool.getconn(TICK)
         except PoolTimeout:
             deadline = time.monotonic() + pool.timeout
-            with self._watch.waiting():
+            with self._watch.statement(None):
                 while True:
                     down = self._known_down()
                     if down:
