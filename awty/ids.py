@@ -116,15 +116,25 @@ def new_id_ms(ms: int) -> str:
     """``new_id`` of the moment ``ms`` (milliseconds since the epoch), for a caller that has
     it already (a batch's jobs share a few moments)."""
     with _lock:  # threads adding at once: without it they drew the same bytes (same ids)
-        prev = _last.pop(ms, None)  # put back last: the dict's order is the order of use
-        if prev is None and len(_last) >= _MOMENTS:
-            _forget_older()
-        if prev is None or prev >= _TOP - (1 << _STEP_BITS):
-            r = _take(10) >> (80 - _FRESH_BITS)
-        else:
-            r = prev + 1 + _take(4)
-        _last[ms] = r
+        r = _last[ms] = _after(_taken_out(ms))
     return _head(ms) + "".join([_PAIRS[(r >> s) & 1023] for s in _LOW])
+
+
+def _taken_out(ms: int) -> int | None:
+    """The last random part made for ``ms`` (None: none kept), taken out of ``_last``: its
+    caller puts the next back last, the dict's order being the order of use. Under ``_lock``."""
+    prev = _last.pop(ms, None)
+    if prev is None and len(_last) >= _MOMENTS:
+        _forget_older()
+    return prev
+
+
+def _after(prev: int | None) -> int:
+    """The random part after ``prev``: a random step above it, or a fresh one when there is
+    none or too little room is left above it for a step. Under ``_lock``."""
+    if prev is None or prev >= _TOP - (1 << _STEP_BITS):
+        return _take(10) >> (80 - _FRESH_BITS)
+    return prev + 1 + _take(4)
 
 
 def _head(ms: int) -> str:
@@ -147,18 +157,11 @@ def new_ids(at: datetime, n: int) -> list[str]:
     ms = int(at.timestamp() * 1000)
     parts = []
     with _lock:
-        prev = _last.pop(ms, None)
-        if prev is None and len(_last) >= _MOMENTS:
-            _forget_older()
-        r = 0
+        prev = _taken_out(ms)
         for _ in range(n):
-            if prev is None or prev >= _TOP - (1 << _STEP_BITS):
-                r = _take(10) >> (80 - _FRESH_BITS)
-            else:
-                r = prev + 1 + _take(4)
-            parts.append(r)
-            prev = r
-        _last[ms] = r
+            prev = _after(prev)
+            parts.append(prev)
+        _last[ms] = parts[-1]
     head = _head(ms)
     return [head + "".join([_PAIRS[(r >> s) & 1023] for s in _LOW]) for r in parts]
 
