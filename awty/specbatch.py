@@ -83,10 +83,8 @@ def build_many(specs: Iterable[Any], *, now: datetime, settings: Settings,
     text = jobspec._text
     when_key = jobspec.when_key
     for n, spec in enumerate(specs, 1):
-        if type(spec) is not dict:  # a dict subclass, or no dict: build's, for its message
-            job = None
-        else:
-            job = None
+        job = None  # None: build's, for the job or its refusal's message
+        if type(spec) is dict:  # not a dict subclass, nor no dict
             try:
                 values = tuple(map(spec.get, SHARED))
                 # a kind given as null is refused, left out it is http: build tells them apart
