@@ -45,8 +45,7 @@ def _frozen(headers: Any) -> Any:
 class _Shared:
     """The checked shared fields of one distinct set of them."""
 
-    __slots__ = ("kind", "target", "headers", "cwd", "entity", "max_checks", "max_attempts",
-                 "horizon", "timeout", "misfire_grace", "env")
+    __slots__ = (*SHARED, "env")  # each shared field checked, and the environment they give
     kind: Kind
     target: str
     headers: dict[str, str]
