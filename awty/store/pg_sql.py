@@ -9,9 +9,6 @@ from ..model import Answer
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
-
-    from ..model import Durations
 
 # Column order of every job row read or copied (rows.py-style decoding is in postgres.py).
 JOB_COLUMNS = (
@@ -77,14 +74,6 @@ def histogram(d: str, bounds: Sequence[float]) -> str:
     bound, the count, the sum."""
     return ("".join(f"count(*) FILTER (WHERE {d} <= {float(b)!r}), " for b in bounds)
             + f"count({d}), coalesce(sum({d}), 0)")
-
-
-def histograms(row: Sequence[Any], executions_ms: Sequence[float]) -> tuple[Durations, Durations]:
-    """The executions' histogram and the runs' (``histogram``'s columns, one after the other)."""
-    split = len(executions_ms) + 2
-    executed, ran = row[:split], row[split:]
-    return ((list(executed[:-2]), executed[-2], float(executed[-1])),
-            (list(ran[:-2]), ran[-2], float(ran[-1])))
 
 
 # Seconds a statement may wait for its answer before the store asks whether the server is

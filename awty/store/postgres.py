@@ -48,7 +48,7 @@ from .pg_rows import (
 )
 from .pg_sql import (
     ANSWERS, EXECUTION_COPY_TYPES, FOLDED_COPY_TYPES, HISTORY_COPY_TYPES, JOB_COPY_TYPES, Sql,
-    histogram, histograms,
+    histogram,
 )
 from .spec import StoreSpec
 
@@ -561,7 +561,7 @@ class PostgresStore:
                             runs_ms: Sequence[float]
                             ) -> tuple[StoreStats, Durations, Durations]:
         st, rest = self._stats(now, since, current, next_slots, (executions_ms, runs_ms))
-        return (st, *histograms(rest, executions_ms))
+        return (st, *rules.histograms(rest, executions_ms))
 
     def _stats(self, now: datetime, since: datetime, current: datetime, next_slots: int,
                bounds: tuple[Sequence[float], Sequence[float]] | None
@@ -624,7 +624,7 @@ class PostgresStore:
                 f"{self.sql.durations_window}SELECT * FROM "
                 f"({of(self.sql.durations_executions, executions_ms)}) AS a, "
                 f"({of(self.sql.durations_runs, runs_ms)}) AS b", (sec(since),)).fetchone())
-        return histograms(row, executions_ms)
+        return rules.histograms(row, executions_ms)
 
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur: Cursor[TupleRow], where: str, params: dict[str, Any], now: datetime,

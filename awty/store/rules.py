@@ -8,6 +8,8 @@ what it decided (``sqlite*.py``, ``postgres.py``, ``pg_*.py``: SQL and locks onl
 - ``rearm``: the job an ended one becomes again (``retry``);
 - ``kept``: what a store keeps of a text a run wrote (cut at ``ERROR_CHARS``, escaped so that
   both stores can keep it: ``awty/storable.py``);
+- ``histograms``: the two duration histograms a store's one row of counts holds
+  (``Store.durations``);
 - ``ERROR_CHARS``, ``REARMABLE``, and the text of every ``Conflict`` a store raises, so that
   both stores say the same thing.
 
@@ -27,6 +29,9 @@ from ..storable import storable
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+    from typing import Any
+
+    from ..model import Durations
 
 ERROR_CHARS = 2000  # of a result's error and output kept in history (and a job's last error)
 # Outcomes whose history row keeps the whole job, to be re-armed by `retry` (so does a row of a
@@ -229,6 +234,15 @@ def in_recorded_order(events: list[Execution],
             out.append(folded)
     out.extend(events[i:])
     return out
+
+
+def histograms(row: Sequence[Any], executions_ms: Sequence[float]) -> tuple[Durations, Durations]:
+    """The executions' histogram and the runs' from the end of ``row`` (each a count at or under
+    each bound, the count, the sum; the executions' bounds first)."""
+    split = len(executions_ms) + 2
+    executed, ran = row[:split], row[split:]
+    return ((list(executed[:-2]), executed[-2], float(executed[-1])),
+            (list(ran[:-2]), ran[-2], float(ran[-1])))
 
 
 def last_error(error: str | None, result: Result | None) -> str | None:

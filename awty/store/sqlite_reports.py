@@ -11,6 +11,7 @@ from datetime import datetime
 
 from ..model import Answer, Durations, LeaseGroup, StoreHealth, StoreStats
 from ..slots import from_iso, iso, parse_slot_id
+from . import rules
 from .sqlite_rows import EXECUTIONS_SINCE
 
 TYPE_CHECKING = False  # typing costs `awty add` ~3 ms; mypy reads this name as True
@@ -88,15 +89,8 @@ def _window(conn: sqlite3.Connection, since: str, figures: bool,
 
 def durations(conn: sqlite3.Connection, since: datetime, executions_ms: Sequence[float],
               runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
-    return _durations(_window(conn, iso(since), False, (executions_ms, runs_ms)), executions_ms)
-
-
-def _durations(row: Sequence[Any], executions_ms: Sequence[float]) -> tuple[Durations, Durations]:
-    """The two histograms at the end of ``row``: the executions' bounds, then the runs'."""
-    split = len(executions_ms) + 2
-    executed, ran = row[:split], row[split:]
-    return ((list(executed[:-2]), executed[-2], float(executed[-1])),
-            (list(ran[:-2]), ran[-2], float(ran[-1])))
+    row = _window(conn, iso(since), False, (executions_ms, runs_ms))
+    return rules.histograms(row, executions_ms)
 
 
 def _counts(conn: sqlite3.Connection, sql: str, *params: object) -> dict[str, int]:
@@ -113,7 +107,7 @@ def stats_and_durations(conn: sqlite3.Connection, alive: Alive, *, now: datetime
                         executions_ms: Sequence[float], runs_ms: Sequence[float]
                         ) -> tuple[StoreStats, Durations, Durations]:
     st, rest = _stats(conn, alive, now, since, current, next_slots, (executions_ms, runs_ms))
-    return (st, *_durations(rest, executions_ms))
+    return (st, *rules.histograms(rest, executions_ms))
 
 
 def _stats(conn: sqlite3.Connection, alive: Alive, now: datetime, since: datetime,
