@@ -68,6 +68,12 @@ _STATS_FIGURES = ("count(*), count(*) FILTER (WHERE attempt >= 2), "
                   + "count(lateness_ms), percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP "
                   "(ORDER BY lateness_ms), max(lateness_ms)")
 
+# The window's executions read once into ``w`` (``durations``, ``stats_and_durations``): each
+# start's milliseconds once, as a float8 (date_part: what extract's numeric cast to float8
+# gives, not its cost); the columns stats' figures need more follow it there
+_WINDOW = ("WITH w AS MATERIALIZED (SELECT slot, host, pid, date_part('epoch', at) * 1000 AS t, "
+           "duration_ms")
+
 
 def histogram(d: str, bounds: Sequence[float]) -> str:
     """A histogram's columns over the values ``d`` (NULLs left out): a count at or under each
@@ -232,21 +238,16 @@ TEXTS = {
     # percentiles from one sort (two percentile_cont calls sort twice).
     "stats_executions": f"SELECT {_STATS_FIGURES} FROM {_SINCE}",
     "stats_answers": "SELECT answer, count(*) FROM " + _SINCE + " GROUP BY answer",
-    # Both histograms over one read of the window (``durations``): each start's milliseconds
-    # once, as a float8 (date_part: what extract's numeric cast to float8 gives, not its cost)
-    "durations_window": "WITH w AS MATERIALIZED (SELECT slot, host, pid, "
-                        "date_part('epoch', at) * 1000 AS t, duration_ms "
-                        f"FROM {_SINCE}) ",
-    "durations_executions": "SELECT duration_ms AS d FROM w",
+    # Both histograms over one read of the window (``durations``; ``_WINDOW``)
+    "durations_window": f"{_WINDOW} FROM {_SINCE}) ",
     # a run: one runner process's executions of one slot
     "durations_runs": "SELECT max(t + coalesce(duration_ms, 0)) - min(t) AS d "
                       "FROM w GROUP BY slot, host, pid",
     # ``stats_and_durations`` (a metrics scrape): the window read once for stats' figures and
     # both histograms, the columns of both in ``w``
-    "stats_durations_window": "WITH w AS MATERIALIZED (SELECT slot, host, pid, "
-                              "date_part('epoch', at) * 1000 AS t, duration_ms, lateness_ms, "
-                              f"answer, attempt FROM {_SINCE}) ",
-    "stats_figures": f"SELECT {_STATS_FIGURES}",
+    "stats_durations_window": f"{_WINDOW}, lateness_ms, answer, attempt FROM {_SINCE}) ",
+    # stats' figures' columns over ``w``, the executions' histogram's after them
+    "stats_figures": _STATS_FIGURES,
     "owner_alive": "SELECT %(owner_key)s IN (" + ALIVE + ")",
     "session_lock": "SELECT pg_advisory_lock_shared(%s, %s)",
     # the session lock is held by the backend this statement runs on (not so behind a pooler

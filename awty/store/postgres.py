@@ -573,10 +573,8 @@ class PostgresStore:
         since = sec(since)
         executions = self.sql.stats_executions
         if bounds:
-            executions = (f"{self.sql.stats_durations_window}SELECT * FROM "
-                          f"({self.sql.stats_figures}, {histogram('duration_ms', bounds[0])} "
-                          f"FROM w) AS a, (SELECT {histogram('d', bounds[1])} "
-                          f"FROM ({self.sql.durations_runs}) AS x) AS b")
+            executions = self._over_window(self.sql.stats_durations_window,
+                                           f"{self.sql.stats_figures}, ", *bounds)
         with self._tx("cannot compute stats") as cur:
             jobs = cur.execute(self.sql.stats_jobs, p).fetchall()
             past_slots = one(cur.execute(self.sql.stats_past_slots,
@@ -615,16 +613,18 @@ class PostgresStore:
 
     def durations(self, since: datetime, executions_ms: Sequence[float],
                   runs_ms: Sequence[float]) -> tuple[Durations, Durations]:
-        def of(source: str, bounds: Sequence[float]) -> str:
-            return f"SELECT {histogram('d', bounds)} FROM ({source}) AS x"
-
-        # one statement, so the window is read once for both (each histogram is one row)
+        sql = self._over_window(self.sql.durations_window, "", executions_ms, runs_ms)
         with self._tx("cannot read executions") as cur:
-            row = one(cur.execute(
-                f"{self.sql.durations_window}SELECT * FROM "
-                f"({of(self.sql.durations_executions, executions_ms)}) AS a, "
-                f"({of(self.sql.durations_runs, runs_ms)}) AS b", (sec(since),)).fetchone())
+            row = one(cur.execute(sql, (sec(since),)).fetchone())
         return rules.histograms(row, executions_ms)
+
+    def _over_window(self, window: str, figures: str, executions_ms: Sequence[float],
+                     runs_ms: Sequence[float]) -> str:
+        """One statement, so the window (``window``, as ``w``) is read once for all: one row of
+        ``figures``' columns and the executions' histogram, then the runs' histogram."""
+        return (f"{window}SELECT * FROM (SELECT {figures}{histogram('duration_ms', executions_ms)}"
+                f" FROM w) AS a, (SELECT {histogram('d', runs_ms)} "
+                f"FROM ({self.sql.durations_runs}) AS x) AS b")
 
     # -- changing -------------------------------------------------------------------------
     def _cancel(self, cur: Cursor[TupleRow], where: str, params: dict[str, Any], now: datetime,
