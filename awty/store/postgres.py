@@ -454,16 +454,8 @@ class PostgresStore:
     def executions(self, job_id: str) -> list[Execution]:
         with self._tx("cannot read executions") as cur:
             rows = cur.execute(self.sql.executions, {"id": job_id}).fetchall()
-        events: builtins.list[Execution] = []
-        ends: builtins.list[tuple[int, int, Execution | None]] = []
-        for r in rows:
-            x = Execution(r[0], r[1], r[2], r[3], r[4], Answer(r[5]), r[6], r[7], r[8], r[9],
-                          r[10], r[11]) if r[1] is not None else None
-            if r[12]:
-                ends.append((r[14], r[15], x))
-            elif x is not None:
-                events.append(x)
-        return rules.in_recorded_order(events, ends)
+        return rules.recorded_executions(rows, lambda r: Execution(
+            r[0], r[1], r[2], r[3], r[4], Answer(r[5]), r[6], r[7], r[8], r[9], r[10], r[11]))
 
     def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
         wanted = list(dict.fromkeys(ids))

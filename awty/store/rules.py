@@ -236,6 +236,22 @@ def in_recorded_order(events: list[Execution],
     return out
 
 
+def recorded_executions(rows: Iterable[tuple[Any, ...]],
+                        decode: Callable[[tuple[Any, ...]], Execution]) -> list[Execution]:
+    """``in_recorded_order`` over a job's rows as both stores read them: an execution's columns
+    (``decode`` makes one of them; its ``at`` NULL on a history row that holds none), then 0
+    for an execution row or 1 for a history row, its seq, and a history row's checks and
+    attempts; execution rows first, each kind in the order written."""
+    events: list[Execution] = []
+    ends: list[tuple[int, int, Execution | None]] = []
+    for r in rows:
+        if r[12]:
+            ends.append((r[14], r[15], decode(r) if r[1] is not None else None))
+        else:
+            events.append(decode(r))
+    return in_recorded_order(events, ends)
+
+
 def histograms(row: Sequence[Any], executions_ms: Sequence[float]) -> tuple[Durations, Durations]:
     """The executions' histogram and the runs' from the end of ``row`` (each a count at or under
     each bound, the count, the sum; the executions' bounds first)."""

@@ -277,14 +277,8 @@ class SQLiteStore:
             "SELECT * FROM job_history WHERE id = ? ORDER BY seq", (job_id,))]
 
     def executions(self, job_id: str) -> list[Execution]:
-        events: builtins.list[Execution] = []
-        ends: builtins.list[tuple[int, int, Execution | None]] = []
-        for r in self.conn.execute(JOB_EXECUTIONS, (job_id,)):
-            if r[12]:
-                ends.append((r[14], r[15], row_to_execution(r) if r[1] is not None else None))
-            else:
-                events.append(row_to_execution(r))
-        return rules.in_recorded_order(events, ends)
+        return rules.recorded_executions(self.conn.execute(JOB_EXECUTIONS, (job_id,)),
+                                         row_to_execution)
 
     def find(self, ids: Iterable[str]) -> dict[str, datetime | None]:
         with self.lock:
