@@ -501,6 +501,54 @@ def test_per_host_concurrency_is_bounded(rx):
     assert rx.connections == 3
 
 
+def _recording_sockets(monkeypatch) -> list[str]:
+    """The executor's sockets note each connect and each send, in order (asyncio's own loop
+    connects and writes through the socket object's methods)."""
+    from awty.executors import http
+
+    events: list[str] = []
+
+    class Recording(socket.socket):
+        def connect(self, address):
+            events.append("connect")
+            return super().connect(address)
+
+        def send(self, data, *flags):
+            events.append("send")
+            return super().send(data, *flags)
+
+    shim = type(socket)("socket")
+    shim.__dict__.update(vars(socket))
+    shim.socket = Recording
+    monkeypatch.setattr(http, "socket", shim)
+    return events
+
+
+def test_first_request_goes_out_before_the_pool_opens_its_other_connections(rx, monkeypatch):
+    """A host with no connection: one is opened, its request written, then the others open
+    (the first callback does not wait for per_host_concurrency connects)."""
+    events = _recording_sockets(monkeypatch)
+    rx.script("/first", delay=0.2)  # every request in flight at once: each needs a connection
+    rs = fire_many([make_job(rx.url("/first"), id=f"01JFIRST{i:018d}") for i in range(6)],
+                   settings=Settings(per_host_concurrency=6), concurrent=True)
+    assert all(r.answer is Answer.DONE for r in rs)
+    assert events[:2] == ["connect", "send"]
+    assert events.count("connect") == 6 and events.count("send") == 6
+    assert rx.connections == 6
+
+
+def test_first_connection_refused_the_others_still_try(monkeypatch):
+    """The connection opened first fails: the attempts that waited for it try their own, and
+    each reports its own error (none is lost waiting)."""
+    events = _recording_sockets(monkeypatch)
+    dead = f"http://127.0.0.1:{free_port()}/x"
+    rs = fire_many([make_job(dead, id=f"01JREF{i:020d}") for i in range(4)],
+                   settings=Settings(per_host_concurrency=4, breaker_threshold=10),
+                   concurrent=True)
+    assert [r.error for r in rs] == ["connection refused"] * 4
+    assert events == ["connect"] * 4
+
+
 def test_executor_created_outside_the_loop_binds_lazily(rx):
     ex = HttpExecutor(SETTINGS, FixedClock(NOW), None)
 

@@ -442,25 +442,39 @@ class HttpExecutor:
         within its deadline), then its request on it."""
         loop = self._loop
         assert loop is not None
+        # A host with no connection: one is opened and its request sent before the others
+        # open. Opened all at once (per_host_concurrency of them), the first request went out
+        # only once every connect had been made (executor -> first request 8.7 ms, against
+        # 4.2 with one connection a host).
+        first = None
+        if pool.live == 0 and pool.first is None:
+            first = pool.first = loop.create_future()
         try:
-            async with asyncio.timeout_at(a.deadline):
-                got = await self._connect(pool, loop, a.t0)
-        except TimeoutError:
-            self._failed(a.target, pool)
-            got = Result(Answer.RETRY, error=self._error_text(TimeoutError(), a),
-                         duration=_monotonic() - a.t0)
-        except asyncio.CancelledError:  # the executor is closing
-            got = Result(Answer.RETRY, error="stopped before a connection was made",
-                         duration=_monotonic() - a.t0)
-        except BaseException as e:  # a bug of ours: reported, never lost in the loop's log
-            self._release(pool)
-            a.done(e)
-            return
-        if isinstance(got, Result):  # once per new connection, not per request
-            self._release(pool)
-            a.done(got)
-            return
-        self._send(got, pool, a)
+            try:
+                async with asyncio.timeout_at(a.deadline):
+                    if first is None and pool.first is not None:
+                        await asyncio.shield(pool.first)
+                    got = await self._connect(pool, loop, a.t0)
+            except TimeoutError:
+                self._failed(a.target, pool)
+                got = Result(Answer.RETRY, error=self._error_text(TimeoutError(), a),
+                             duration=_monotonic() - a.t0)
+            except asyncio.CancelledError:  # the executor is closing
+                got = Result(Answer.RETRY, error="stopped before a connection was made",
+                             duration=_monotonic() - a.t0)
+            except BaseException as e:  # a bug of ours: reported, never lost in the loop's log
+                self._release(pool)
+                a.done(e)
+                return
+            if isinstance(got, Result):  # once per new connection, not per request
+                self._release(pool)
+                a.done(got)
+                return
+            self._send(got, pool, a)
+        finally:
+            if first is not None:  # the others open now (or try, if this one failed)
+                pool.first = None
+                first.set_result(None)
 
     async def _connect(self, pool: _Pool, loop: asyncio.AbstractEventLoop,
                        t0: float) -> _Conn | Result:
@@ -518,6 +532,8 @@ class HttpExecutor:
                 sock.close()
                 raise
             self._conns.add(conn)
+            conn.pool = pool
+            pool.live += 1
             return conn
         pool.breaker.failure(self._threshold, HOST_WIDE, spread=True)
         error = _oserror_text(last) if last else "no address to use"
@@ -544,7 +560,12 @@ class HttpExecutor:
         return [(f, a) for f, _t, _p, _n, a in infos if f in (socket.AF_INET, socket.AF_INET6)]
 
     def _factory(self) -> _Conn:
-        return _Conn(self._cap, self._conns.discard, self._on_answer)
+        return _Conn(self._cap, self._lost, self._on_answer)
+
+    def _lost(self, conn: _Conn) -> None:
+        self._conns.discard(conn)
+        if conn.pool is not None:
+            conn.pool.live -= 1
 
     async def _resolve(self, pool: _Pool, loop: asyncio.AbstractEventLoop) -> None:
         """Once per host per executor: resolve, and check every address before any is used."""

@@ -191,7 +191,8 @@ class _Pool:
     to the next one there, whose request goes out in the same callback."""
 
     __slots__ = ("key", "host", "port", "tls", "sni", "idle", "limit", "active", "backlog",
-                 "breaker", "addrs", "refusal", "dns_error", "resolving", "proxy", "pinned")
+                 "breaker", "addrs", "refusal", "dns_error", "resolving", "proxy", "pinned",
+                 "live", "first")
 
     def __init__(self, key: tuple[str, str, int], host: str, sni: str, limit: int,
                  proxy: Proxy | None = None):
@@ -213,6 +214,10 @@ class _Pool:
         # Through a proxy, the checked address the proxy is asked for (``ip:port``): never the
         # name, which the proxy would resolve by itself (see ``_pin``)
         self.pinned: str | None = None
+        self.live = 0  # connections made and not yet lost
+        # With no connection live, one is opened alone and its request sent before the others
+        # open (``HttpExecutor._open_and_send``): done once it is sent, or could not be made
+        self.first: asyncio.Future[None] | None = None
 
 
 class _Try:
