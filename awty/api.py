@@ -411,13 +411,16 @@ class Awty:
         an exec job gets (recorded whatever ``exec_env`` says), instead of this process's.
         ``lines``: each spec's line in the file it was read from, for a refusal's ``line N``
         (default: its place in ``specs``, from 1)."""
+        from .gcpause import paused
+
         self.load_cluster()  # max_delay, the guards' defaults, the resolution: the cluster's
         if not dry_run:
             self._not_moved()
-        jobs, fps = self._built(specs, self.clock.now(), cwd, environ, _single, lines)
-        if dry_run:
-            return [AddResult(j, True, True) for j in jobs]
-        return self._stored(jobs, fps)
+        with paused():
+            jobs, fps = self._built(specs, self.clock.now(), cwd, environ, _single, lines)
+            if dry_run:
+                return [AddResult(j, True, True) for j in jobs]
+            return self._stored(jobs, fps)
 
     def add_parts(self, parts: Sequence[AddPart]) -> list[list[AddResult] | AwtyError]:
         """Several ``add_many`` calls in one transaction (serve's group commit: the adds of

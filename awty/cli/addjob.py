@@ -58,9 +58,13 @@ def run_add(target: str | None, *, at: str | None = None, in_: str | None = None
     if batch is not None:
         if target is not None:
             raise InvalidInput("give TARGET or --batch, not both")
-        specs, lines = read_batch(batch)
-        results = open_awty(home, one_shot=True).add_many(specs, dry_run=dry_run, lines=lines)
-        r.added(results, utc, as_json)
+        from ..gcpause import paused
+
+        with paused():  # reading the lines too: a spec is a few objects that all live on
+            specs, lines = read_batch(batch)
+            results = open_awty(home, one_shot=True).add_many(specs, dry_run=dry_run,
+                                                              lines=lines)
+            r.added(results, utc, as_json)
         return
     if target is None:
         raise InvalidInput("missing TARGET (a URL, or a command with --exec; see --help)")
