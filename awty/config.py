@@ -81,7 +81,7 @@ FIELDS: tuple[tuple[str, Any, str, str | None], ...] = (
     ("database_connect_timeout", 5.0, "how long a PostgreSQL connection may take to open",
      None),
     ("store_process", "auto", "a run's store work in a process of its own: auto (big slots "
-     "and catch-ups), on, off", '"auto"'),
+     "and catch-ups on SQLite; not on PostgreSQL, where it does not pay), on, off", '"auto"'),
 )
 KEYS = tuple(f[0] for f in FIELDS)
 # The settings every host of a cluster must agree on (a job added on one host is slotted,

@@ -43,7 +43,7 @@ from .attempts import Executing, RunOptions, close_all, executor_for, warm_http
 from .catchup import CatchUp, CatchupSummary, OpenSlot, late_work
 from .reconcile import Reconciler
 from .slotrun import SlotRun
-from .storeproc import RunStoreCalls
+from .storeproc import RunStoreCalls, pays
 
 if TYPE_CHECKING:
     from logging import Logger
@@ -157,7 +157,8 @@ class Runner:
             return out
         # One event loop, one store process, one set of executors for all the slots (``CatchUp``)
         mode = self.settings.store_process
-        if mode == "auto" and sum(counts.values()) >= self.settings.batch_size:
+        if mode == "auto" and sum(counts.values()) >= self.settings.batch_size and \
+                pays(self.store):
             mode = "on"
         self.secret()  # an unreadable secret stops the catch-up before anything is claimed
         self._note_runner(now)

@@ -445,18 +445,25 @@ def main() -> None:
 
 
 # --- what a slot run uses -----------------------------------------------------------------------
+def pays(store: Store) -> bool:
+    """Whether a store process would take more work off a run than it adds, as the store says
+    (``offload``, True unless the store says otherwise): what "auto" asks before starting one."""
+    return getattr(store, "offload", True)
+
+
 class RunStoreCalls:
     """The store calls of one slot run (claim, claim_ids, start, finish, release) as futures
     on its loop: to the store process once it is up, else to the run's own store on the thread
     the run gives (``None``: at once, in the loop's thread); back to the own store if the process
     ends (safe: see the module's text). ``mode`` (``store_process``): "on" starts the process
     at once, "auto" once a claim comes back with a whole batch (a slot big enough for the
-    process to pay: it takes ~50 ms of CPU to start), "off" never. ``aclose`` at the end."""
+    process to pay: it takes ~50 ms of CPU to start) of a store it pays for (``pays``), "off"
+    never. ``aclose`` at the end."""
 
     def __init__(self, local: Store, mode: str, batch: int,
                  loop: asyncio.AbstractEventLoop):
         self.local = local
-        self.mode = mode
+        self.mode = "off" if mode == "auto" and not pays(local) else mode
         self.batch = batch
         self.loop = loop
         self.process: StoreProcess | None = None

@@ -118,6 +118,15 @@ class _OneConnection:
 
 
 class PostgresStore:
+    # A run's store process does not pay here (``storeproc.pays``: "auto" leaves it off). The
+    # store's work in the run's own process is psycopg's encoding and decoding, ~13-20 µs a
+    # job, the GIL let go while the server works; a store process takes that off but adds
+    # its start (psycopg's import and its connections: ~0.1-0.2 s of CPU) and the wire's
+    # pickling on both sides. A 10,000-job run, interleaved: ~0.25 s less CPU in all and
+    # ~20 % more callbacks/s without it (BENCHMARKS.md, pg_slot_ratio). SQLite's work holds
+    # the GIL (~60 µs a job): there a process of its own pays.
+    offload = False
+
     def __init__(self, url: str, *, schema: str = "awty", create: bool = False,
                  pool_size: int = 4, connect_timeout: float = 5.0, lease_clock: str = "server",
                  pool: bool = True):

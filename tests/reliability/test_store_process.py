@@ -102,6 +102,31 @@ def test_a_run_through_the_store_process_records_every_job_once(home, backend, m
     assert len(made) == 1 and made[0].finished_calls >= 2  # the process recorded some
 
 
+def test_auto_starts_a_store_process_only_where_it_pays(home, backend, monkeypatch):
+    # "auto" on a big slot and on a catch-up of a batch or more: a store process on SQLite,
+    # whose work holds the GIL; none on PostgreSQL, whose work is mostly the server's (one
+    # would cost the run more CPU than it takes off: BENCHMARKS.md, pg_slot_ratio). Either
+    # way every job is sent and recorded once.
+    made = _watch_processes(monkeypatch)
+    n = scale(200, 800)
+    with Receiver(keep=False) as rx:
+        kw = dict(store_process="auto", batch_size=50, concurrency=16, **backend.kw)
+        with Awty(home, clock=FixedClock(T0), env={}, **kw) as a:
+            added = a.add_many([{"target": rx.url("/ok"), "in": "1m" if i % 2 else "16m"}
+                                for i in range(n)])
+            first = min(r.job.next_check_at for r in added)
+            a.clock.set(first + timedelta(seconds=1))
+            s = a.run_slot(first)
+            a.clock.set(first + timedelta(hours=1))
+            caught = a.catchup()
+            history = a.history()
+        delivered = rx.counts()
+    assert s.ran == n // 2 and [c.ran for c in caught.slots] == [n // 2]
+    assert sorted(h.id for h in history) == sorted(r.job.id for r in added)
+    assert sorted(delivered.values()) == [1] * n
+    assert len(made) == (2 if backend.kind == "sqlite" else 0)
+
+
 @pytest.mark.slow
 def test_a_quick_retry_through_the_store_process_keeps_its_attempts(home, backend):
     # The process keeps the Jobs it claimed and is sent only the ids back; a quick retry
