@@ -251,6 +251,43 @@ def test_trickle_does_not_extend_the_deadline(rx):
     assert elapsed < 0.5 + 1.5
 
 
+def _fire_each(pairs: list[tuple[Job, Attempt]]) -> list[Result]:
+    """Each job with its own attempt (its own timeout), all in flight at once, in this order."""
+    async def main() -> list[Result]:
+        ex = HttpExecutor(SETTINGS, FixedClock(NOW), None)
+        try:
+            return list(await asyncio.wait_for(
+                asyncio.gather(*(ex.run(j, a) for j, a in pairs)), 20))
+        finally:
+            await ex.close()
+
+    return asyncio.run(main())
+
+
+def test_a_shorter_timeout_sent_later_is_cut_at_its_own_deadline(rx):
+    """Deadlines are watched by one timer: a request sent after another, with a nearer
+    deadline, is cut at its own, not at the other's; the other is still cut at its own."""
+    rx.script("/hang", hang=True)
+    rs = _fire_each([(make_job(rx.url("/hang"), id="01JLONG000000000000000000A"),
+                      Attempt("203001011200", 1, 1, timeout=3.0)),
+                     (make_job(rx.url("/hang"), id="01JSHORT00000000000000000B"),
+                      Attempt("203001011200", 1, 1, timeout=0.3))])
+    assert [r.error for r in rs] == ["timeout after 3s", "timeout after 0.3s"]
+    assert rs[1].duration < 2.0 <= rs[0].duration + 0.1
+
+
+def test_a_hang_is_cut_after_the_earliest_deadline_was_answered(rx):
+    """The request whose deadline the watch was set for is answered in time: the watch wakes
+    at that deadline, finds the other still waiting and is set again for it."""
+    rx.script("/hang", hang=True)
+    rs = _fire_each([(make_job(rx.url("/ok"), id="01JQUICK00000000000000000A"),
+                      Attempt("203001011200", 1, 1, timeout=0.3)),
+                     (make_job(rx.url("/hang"), id="01JHANGS00000000000000000B"),
+                      Attempt("203001011200", 1, 1, timeout=0.6))])
+    assert rs[0].answer is Answer.DONE
+    assert rs[1].error == "timeout after 0.6s" and rs[1].duration >= 0.55
+
+
 def test_delay_within_the_timeout_is_fine(rx):
     rx.script("/late", delay=0.2)
     r = fire(rx.url("/late"), attempt=Attempt("203001011200", 1, 1, timeout=2))

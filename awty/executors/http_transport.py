@@ -223,8 +223,7 @@ class _Pool:
 class _Try:
     """One attempt of one job, from ``submit`` to its answer."""
 
-    __slots__ = ("job", "attempt", "target", "done", "t0", "deadline", "request", "timer",
-                 "reused")
+    __slots__ = ("job", "attempt", "target", "done", "t0", "deadline", "request", "reused")
 
     def __init__(self, job: Job, attempt: Attempt, t: _Target, done: Answered):
         self.job = job
@@ -232,9 +231,8 @@ class _Try:
         self.target = t
         self.done = done
         self.t0 = 0.0  # monotonic, when its turn came (its duration counts from there)
-        self.deadline = 0.0  # the loop's clock
+        self.deadline = 0.0  # the loop's clock (``HttpExecutor._expire_due`` watches it)
         self.request = b""  # its bytes, once its turn came
-        self.timer: asyncio.TimerHandle | None = None
         self.reused = False  # sent on a pooled connection (a stale one is retried once)
 
 
