@@ -414,6 +414,34 @@ class PostgresStore:
         except _OccurrenceTaken:
             raise self._occurrence_taken(jobs) from None
 
+    def add_chunks(self, chunks: Iterable[tuple[Sequence[Job], Sequence[str | None]]]
+                   ) -> list[Added]:
+        """``add`` of the jobs ``chunks`` gives, in one transaction, all or none: none has an
+        idempotency key (none to look up) nor a schedule. Each chunk's rows go into one COPY
+        from a writer thread while ``chunks`` makes the next (the facade validating it), so
+        the server inserts them on the other core meanwhile, where ``add`` would get them
+        only once the whole batch was made. An exception from ``chunks`` ends the COPY and
+        the transaction with nothing stored."""
+        from psycopg.copy import QueuedLibpqWriter
+
+        out: list[Added] = []
+        with self._tx("cannot add") as cur:
+            # flush_threshold 0: each block is sent (the thread waiting, without the GIL)
+            # as soon as it is queued, not left in libpq's buffer until the next write
+            with cur.copy(self.sql.copy_jobs,
+                          writer=QueuedLibpqWriter(cur, flush_threshold=0)) as copy:
+                copy.set_types(JOB_COPY_TYPES)
+                write = copy.write_row
+                for jobs, fps in chunks:
+                    if any(j.idempotency_key or j.schedule for j in jobs):
+                        raise ValueError("add_chunks: a job with an idempotency key or a "
+                                         "schedule goes through add")
+                    added, rows = rules.admit(jobs, fps, {})
+                    for j, fp in rows:
+                        write(job_to_row(j, fp))
+                    out += added
+        return out
+
     def _occurrence_taken(self, jobs: Sequence[Job]) -> Conflict:
         """The (schedule, occurrence) key an add hit, named: read in a transaction of its own
         (the failed one can read nothing more)."""
