@@ -20,7 +20,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput
 
@@ -67,25 +67,37 @@ def new_secret(nbytes: int = 32) -> str:
     return PREFIX + base64.b64encode(secrets.token_bytes(nbytes)).decode("ascii")
 
 
-# One keyed HMAC per secret, copied per message: the key schedule is computed once.
-_KEYED: dict[bytes, hmac.HMAC] = {}
+# Per secret, SHA-256 already fed its inner and outer padded key (RFC 2104: HMAC is
+# H(K^opad, H(K^ipad, m))), copied per message: the key schedule is computed once, and a
+# message costs six calls into hashlib's C where hmac.HMAC's Python wrapper (copy, update,
+# digest) cost ~0.8 µs more of every callback. test_signing checks it against hmac.new.
+_KEYED: dict[bytes, tuple[Any, Any]] = {}
+_BLOCK = 64  # SHA-256's block size
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
 
 
-def _keyed(secret: bytes) -> hmac.HMAC:
-    h = _KEYED.get(secret)
-    if h is None:
+def _keyed(secret: bytes) -> tuple[Any, Any]:
+    pads = _KEYED.get(secret)
+    if pads is None:
         if len(_KEYED) > 16:  # a process holds one or two secrets; never grow without bound
             _KEYED.clear()
-        h = _KEYED[secret] = hmac.new(secret, digestmod=hashlib.sha256)
-    return h
+        key = hashlib.sha256(secret).digest() if len(secret) > _BLOCK else secret
+        key = key.ljust(_BLOCK, b"\0")
+        pads = _KEYED[secret] = (hashlib.sha256(key.translate(_IPAD)),
+                                 hashlib.sha256(key.translate(_OPAD)))
+    return pads
 
 
 def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     """``v1,<base64 HMAC-SHA256>`` over ``f"{msg_id}.{timestamp}."`` + the exact body bytes."""
-    h = _keyed(secret).copy()
+    inner, outer = _keyed(secret)
+    h = inner.copy()
     h.update(f"{msg_id}.{timestamp}.".encode())
     h.update(body)
-    return "v1," + _b2a(h.digest(), newline=False).decode("ascii")
+    o = outer.copy()
+    o.update(h.digest())
+    return "v1," + _b2a(o.digest(), newline=False).decode("ascii")
 
 
 def parse_secrets(text: str) -> tuple[bytes, ...]:
@@ -106,6 +118,8 @@ def parse_secrets(text: str) -> tuple[bytes, ...]:
 
 def signatures(secrets: tuple[bytes, ...], msg_id: str, timestamp: int, body: bytes) -> str:
     """The ``webhook-signature`` value: one ``v1,…`` per secret, space-separated."""
+    if len(secrets) == 1:  # nearly always: no generator and join per callback
+        return sign(secrets[0], msg_id, timestamp, body)
     return " ".join(sign(k, msg_id, timestamp, body) for k in secrets)
 
 
@@ -186,10 +200,8 @@ def verify(secret: bytes | Iterable[bytes], headers: Mapping[str, str], body: by
         raise InvalidInput(f"timestamp too new ({-age:.0f}s ahead; tolerance {tolerance:g}s)")
     expected = []
     for key in (secret,) if isinstance(secret, bytes) else secret:
-        h = _keyed(key).copy()
-        h.update(f"{msg_id}.{ts}.".encode())
-        h.update(body)
-        expected.append(h.digest())
+        # hmac's own, not sign's: a receiver's check does not lean on the sender's code
+        expected.append(hmac.new(key, f"{msg_id}.{ts}.".encode() + body, hashlib.sha256).digest())
     seen_v1 = False
     for item in str(lower["webhook-signature"]).split():
         version, sep, sig = item.partition(",")

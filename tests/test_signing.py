@@ -71,6 +71,26 @@ def test_signature_verifies_with_standardwebhooks():
         "id": "01JX", "payload": {"a": 1}}
 
 
+@pytest.mark.parametrize("size", [1, 24, 32, 63, 64, 65, 200])
+def test_sign_is_hmac_sha256_for_any_key_length(size):
+    """The HMAC is built from SHA-256 (its padded keys computed once a secret): the same bytes
+    as hmac.new for keys shorter, as long as and longer than SHA-256's block, and accepted by
+    the reference library."""
+    import hashlib
+    import hmac
+
+    key = os.urandom(size)
+    for body in (b"{}", BODY, b'{"x":"%s"}' % os.urandom(500).hex().encode()):
+        ts = int(datetime.now(UTC).timestamp())
+        mac = hmac.new(key, f"msg_{size}.{ts}.".encode() + body, hashlib.sha256).digest()
+        sig = signing.sign(key, f"msg_{size}", ts, body)
+        assert sig == "v1," + base64.b64encode(mac).decode()
+        Webhook("whsec_" + base64.b64encode(key).decode()).verify(
+            body, headers(f"msg_{size}", ts, sig))
+    assert signing.signatures((key, KEY), "m", 1, BODY) == (
+        f"{signing.sign(key, 'm', 1, BODY)} {signing.sign(KEY, 'm', 1, BODY)}")
+
+
 def test_standardwebhooks_signature_verifies_with_ours():
     now = datetime.now(UTC).replace(microsecond=0)
     sig = Webhook(SECRET_TEXT).sign("msg_3", now, BODY.decode())

@@ -10,12 +10,13 @@ import asyncio
 import os
 import socket
 from collections.abc import Callable
+from functools import partial
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..config import Settings
-from ..executors.base import submit
+from ..executors.base import Answered, submit
 from ..model import Answer, Attempt, End, Execution, Job, Kind, MisfirePolicy, Outcome, Result
 from ..policy import decide, misfired, quick_retry_delay
 from ..record import Record, _draft, _seal
@@ -52,7 +53,7 @@ class Executing:
     this runs once per callback, in callbacks of the loop (no task per job)."""
 
     __slots__ = ("settings", "clock", "slot", "sid", "opts", "skip", "executors", "new_executor",
-                 "loop", "host", "pid")
+                 "sends", "loop", "host", "pid")
 
     def __init__(self, settings: Settings, clock: Clock, slot: datetime | None,
                  opts: RunOptions, executors: dict[Kind, Any],
@@ -67,6 +68,8 @@ class Executing:
         # (a catch-up's slots share them)
         self.executors = executors
         self.new_executor = new_executor
+        # how an attempt of a kind starts: the executor's own ``submit`` (http), looked up once
+        self.sends: dict[Kind, Callable[[Job, Attempt, Answered], None]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         # who fires: on every execution recorded (as in the run's owner id, ``ids.new_owner``)
         self.host, self.pid = socket.gethostname(), os.getpid()
@@ -82,29 +85,37 @@ class Executing:
             if self.skip and misfired(job, now, s, self.opts.misfire_grace, self.opts.misfire):
                 loop.call_soon(done, job, End(job, Outcome.EXPIRED, "misfired", None, lateness))
                 return
-            executor = self.executors.get(job.kind)
-            if executor is None:
-                executor = self.executors[job.kind] = self.new_executor(job.kind)
+            send = self.sends.get(job.kind)
+            if send is None:
+                send = self._sender(job.kind)
             timeout = job.timeout if job.timeout is not None else s.timeout
-            _Attempts(self, job, events, done, executor, lateness,
+            _Attempts(self, job, events, done, send, lateness,
                       self.sid or slot_id(job.next_check_at), timeout).go(now)
         except BaseException as e:  # a bug: the run stops, the job is left to its lease
             loop.call_soon(done, job, e)
+
+    def _sender(self, kind: Kind) -> Callable[[Job, Attempt, Answered], None]:
+        executor = self.executors.get(kind)
+        if executor is None:
+            executor = self.executors[kind] = self.new_executor(kind)
+        send = self.sends[kind] = getattr(executor, "submit", None) or partial(submit, executor)
+        return send
 
 
 class _Attempts:
     """One job's attempts in one run (the first, and quick retries)."""
 
-    __slots__ = ("executing", "job", "first", "events", "done", "executor", "lateness", "sid",
+    __slots__ = ("executing", "job", "first", "events", "done", "send", "lateness", "sid",
                  "timeout", "started", "attempt")
 
     def __init__(self, x: Executing, job: Job, events: list[Execution], done: Done,
-                 executor: Any, lateness: float, sid: str, timeout: float):
+                 send: Callable[[Job, Attempt, Answered], None], lateness: float, sid: str,
+                 timeout: float):
         self.executing = x
         self.job = self.first = job
         self.events = events
         self.done = done
-        self.executor = executor
+        self.send = send
         self.lateness = lateness
         self.sid = sid
         self.timeout = timeout
@@ -114,7 +125,7 @@ class _Attempts:
         self.started = started
         self.attempt = attempt = Attempt(self.sid, job.check_count + 1, job.attempt + 1,
                                          self.timeout)
-        submit(self.executor, job, attempt, self.answered)
+        self.send(job, attempt, self.answered)
 
     def again(self) -> None:
         try:
