@@ -15,7 +15,7 @@ from ..slots import from_iso, iso
 from . import rules
 from .jobdict import job_from_json, job_to_json, payload_only_json, whole_job
 from .sqlite_rows import (
-    FINGERPRINT, FOLDED_COLUMNS, FOLDED_HEAD, HISTORY_COLUMNS, INSERT_JOB, SELECT_JOB,
+    FINGERPRINT, FOLDED_COLUMNS, FOLDED_HEAD, HISTORY_COLUMNS, INSERT_JOB, SELECT_JOB, Isos,
     insert_job_rows, insert_many, job_to_row, opt_iso, row_to_job,
 )
 
@@ -38,7 +38,8 @@ def add_jobs(c: sqlite3.Connection, jobs: Sequence[Job],
     # interleaves due times, and ids given or made elsewhere follow no order: in the order
     # given, a claim of a big slot dirtied one table page per job where a few hold its rows
     # (figures: BENCHMARKS.md, "Performance history").
-    _insert_jobs(c, [job_to_row(j, f) for j, f in rows])
+    isos = Isos()
+    _insert_jobs(c, [job_to_row(j, f, isos) for j, f in rows])
     return out
 
 
