@@ -54,10 +54,10 @@ def own_cluster():
 @pytest.mark.parametrize("process", ["auto", "on"], ids=["auto", "process"])
 @pytest.mark.parametrize("reset", [True, False], ids=["reset", "silent"])
 def test_an_outage_run_gives_up_within_ten_seconds(home, own_cluster, reset, process):
-    """``process``: the default store process, which a slot this size starts after its first
-    claim (up at the cut or not: that depends on the machine's load), and one started at once,
-    up at the cut: the outage is then found in the store process, and its parent's own store,
-    which unlocks the session at the run's end, learns it from there."""
+    """``process``: the default ("auto", which on PostgreSQL starts no store process: the
+    run's own store finds the outage), and a store process started at once, up at the cut:
+    the outage is then found in the store process, and its parent's own store, which unlocks
+    the session at the run's end, learns it from there."""
     from pgrelay import Relay
 
     relay = Relay(str(own_cluster.socket / ".s.PGSQL.5432"))
