@@ -443,6 +443,7 @@ def test_resolved_address_is_checked_before_connecting(rx):
         loop = asyncio.get_running_loop()
 
         async def fake_getaddrinfo(host, port, **kw):
+            host = host.decode() if isinstance(host, bytes) else host  # the executor's: bytes
             calls.append(host)
             ip = "169.254.169.254" if host == "rebind.example" else "127.0.0.1"
             return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))]
@@ -612,6 +613,42 @@ def test_works_on_uvloop(rx):
     rs = uvloop.run(main())
     assert all(r.answer is Answer.DONE for r in rs)
     assert len(rx.requests("/uv")) == 20
+
+
+def test_a_run_on_uvloop_never_loads_the_idna_codec(rx):
+    """Resolving and connecting give uvloop the host as bytes: text it would encode with the
+    idna codec, whose first use imports it with unicodedata and stringprep (~1 ms before a
+    run's first callback)."""
+    pytest.importorskip("uvloop")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import asyncio, sys, uvloop
+from datetime import UTC, datetime
+from awty.clock import FixedClock
+from awty.config import Settings
+from awty.executors.http import HttpExecutor
+from awty.model import Attempt
+import helpers
+
+assert "encodings.idna" not in sys.modules, "loaded before the run: the test proves nothing"
+async def main():
+    ex = HttpExecutor(Settings(), FixedClock(datetime(2030, 1, 1, tzinfo=UTC)), b"k" * 32)
+    try:
+        return await ex.run(helpers.make_job({rx.url("/uv")!r}), Attempt("x", 1, 1, 5.0))
+    finally:
+        await ex.close()
+r = uvloop.run(main())
+assert r.answer.value == "done", r
+print(sorted(m for m in ("encodings.idna", "unicodedata", "stringprep") if m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).parent, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    assert len(rx.requests("/uv")) == 1
 
 
 def test_request_to_a_reply_sequence_object(rx):

@@ -79,8 +79,9 @@ class _FakeDNS(asyncio.SelectorEventLoop):
     names: dict[str, str] = {}
 
     async def getaddrinfo(self, host, port, *args, **kw):  # type: ignore[override]
-        if host in self.names:
-            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (self.names[host], port))]
+        name = host.decode() if isinstance(host, bytes) else host  # the executor's: bytes
+        if name in self.names:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (self.names[name], port))]
         return await super().getaddrinfo(host, port, *args, **kw)
 
 

@@ -80,6 +80,13 @@ def _seconds_text(s: float) -> str:
     return f"{s:g}s"
 
 
+def _ascii_host(sockaddr: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An address with its host as bytes (ASCII: a name is IDNA-encoded in ``_parse_target``,
+    an address is digits). Given text, uvloop encodes it with the ``idna`` codec, whose first
+    use imports it (with unicodedata and stringprep): ~1 ms before a run's first callback."""
+    return (sockaddr[0].encode("ascii"), *sockaddr[1:])
+
+
 def _pin(addrs: list[tuple[int, tuple[Any, ...]]], port: int) -> str:
     """The address a proxy is sent to, as ``ip:port``: one of those the target's name resolved
     to here and netguard checked (IPv4 first: a proxy without IPv6 is common). Given the name,
@@ -560,7 +567,7 @@ class HttpExecutor:
             sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             try:
                 sock.setblocking(False)
-                await loop.sock_connect(sock, sockaddr)
+                await loop.sock_connect(sock, _ascii_host(sockaddr))
                 if proxy is not None and ctx is not None:
                     assert pool.pinned is not None  # resolved (above): _resolve pinned it
                     await open_tunnel(loop, sock, proxy, pool.pinned)
@@ -617,9 +624,11 @@ class HttpExecutor:
             conn.pool.live -= 1
 
     async def _resolve(self, pool: _Pool, loop: asyncio.AbstractEventLoop) -> None:
-        """Once per host per executor: resolve, and check every address before any is used."""
+        """Once per host per executor: resolve, and check every address before any is used
+        (the name as bytes: ``_ascii_host``)."""
         try:
-            infos = await loop.getaddrinfo(pool.sni, pool.port, type=socket.SOCK_STREAM,
+            infos = await loop.getaddrinfo(pool.sni.encode("ascii"), pool.port,
+                                           type=socket.SOCK_STREAM,
                                            proto=socket.IPPROTO_TCP)
         except (socket.gaierror, UnicodeError, OSError) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)

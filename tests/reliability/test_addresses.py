@@ -105,6 +105,7 @@ def _resolver(answers: dict[str, list[str]]):
     real = socket.getaddrinfo
 
     def fake(host, port, *args, **kwargs):
+        host = host.decode() if isinstance(host, bytes) else host  # the executor's: bytes
         if host not in answers:
             return real(host, port, *args, **kwargs)
         out = []

@@ -207,6 +207,7 @@ def test_a_name_resolving_to_link_local_gets_no_connection(home, clock, rx, monk
     }
 
     def fake(host, port, *args, **kwargs):
+        host = host.decode() if isinstance(host, bytes) else host  # the executor's: bytes
         if host in answers:
             out = []
             for addr in answers[host]:
