@@ -434,7 +434,7 @@ class Awty:
 
     def _streams(self, specs: builtins.list[Any]) -> bool:
         """Whether a batch is stored while it is validated (``_streamed``): a store that
-        takes chunks (PostgreSQL), a batch of several, none with an idempotency key (whose
+        takes chunks (both have ``add_chunks``), a batch of several, none with an idempotency key (whose
         lookup needs the whole batch first; a spec that is no plain dict goes through
         ``jobspec.build``, which might find one)."""
         return (len(specs) >= 2 * _CHUNK and hasattr(self.store, "add_chunks")
@@ -443,10 +443,10 @@ class Awty:
     def _streamed(self, specs: builtins.list[Any], now: datetime, cwd: str | None,
                   environ: dict[str, str] | None, lines: Sequence[int] | None
                   ) -> builtins.list[AddResult]:
-        """``add_many`` of a large batch on PostgreSQL: each chunk of ``_CHUNK`` specs is
-        validated while the server inserts the chunk before (``PostgresStore.add_chunks``:
-        one transaction; a bad spec ends it with nothing stored, and its ``line N`` is its
-        place in the whole batch). The store is asked before the batch is all validated: a
+        """``add_many`` of a large batch: each chunk of ``_CHUNK`` specs is validated while
+        the chunk before is inserted (``add_chunks``: PostgreSQL's server, SQLite's writer
+        thread; one transaction; a bad spec ends it with nothing stored, and its ``line N`` is
+        its place in the whole batch). The store is asked before the batch is all validated: a
         bad spec on a store out of reach reads as the store's error, not the spec's."""
         def chunks() -> Iterator[tuple[builtins.list[Job], builtins.list[str | None]]]:
             for i in range(0, len(specs), _CHUNK):

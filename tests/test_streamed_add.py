@@ -1,6 +1,6 @@
-"""A large batch on PostgreSQL is stored while it is validated (``Awty._streamed``,
-``PostgresStore.add_chunks``): what add_many promises holds as for any batch, on both stores
-(on SQLite the batch goes whole through ``Store.add``)."""
+"""A large batch is stored while it is validated (``Awty._streamed``, ``Store.add_chunks``:
+PostgreSQL's COPY, SQLite's writer thread): what add_many promises holds as for any batch, on
+both stores."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from awty import api
 from awty.api import Awty
-from awty.errors import InvalidInput
+from awty.errors import Conflict, InvalidInput
+from awty.model import run_order
 from helpers import URL
 
 CHUNK = 40
@@ -46,7 +47,7 @@ def test_a_large_batch_is_stored_whole_in_its_order(home_of):
     assert all(r.created for r in added)
     assert {j.id for j in a.list()} == {r.job.id for r in added}
     assert a.count() == len(batch)
-    assert chunked == ([CHUNK, CHUNK, CHUNK, 7] if kind == "postgres" else [])
+    assert chunked == [CHUNK, CHUNK, CHUNK, 7]
 
 
 @pytest.mark.parametrize("lines", [None, "given"])
@@ -61,8 +62,7 @@ def test_a_bad_spec_in_a_later_chunk_is_named_and_nothing_is_stored(home_of, lin
     with pytest.raises(InvalidInput, match=f"^line {line}: at: not a time"):
         a.add_many(batch, lines=given)
     assert a.count() == 0
-    if kind == "postgres":
-        assert chunked == [CHUNK, CHUNK]  # two chunks sent, then the transaction undone
+    assert chunked == [CHUNK, CHUNK]  # two chunks stored, then the transaction undone
     bad["in"] = bad.pop("at") and "1h"
     assert len(a.add_many(batch)) == a.count() == 3 * CHUNK
 
@@ -81,7 +81,6 @@ def test_a_batch_with_an_idempotency_key_is_looked_up_whole(home_of):
     assert chunked == []  # through Store.add
 
 
-@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_add_chunks_takes_no_job_with_a_key_and_stores_nothing(home_of):
     a, _, _ = home_of
     jobs = a.add_many(specs(3), dry_run=True)
@@ -90,3 +89,25 @@ def test_add_chunks_takes_no_job_with_a_key_and_stores_nothing(home_of):
         a.store.add_chunks(iter([([jobs[0].job, jobs[1].job], [None, None]),
                                  ([keyed], ["fp"])]))
     assert a.count() == 0
+
+
+def test_an_id_taken_in_a_later_chunk_stores_nothing(home_of):
+    a, chunked, _ = home_of
+    (first,) = a.add_many(specs(1))
+    batch = specs(3 * CHUNK)
+    batch[2 * CHUNK + 3]["id"] = first.job.id
+    with pytest.raises(Conflict, match="already exists"):
+        a.add_many(batch)
+    assert chunked == [CHUNK, CHUNK, CHUNK]
+    assert a.count() == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_on_sqlite_each_chunk_goes_in_in_run_order(home_of):
+    a, _, _ = home_of
+    added = a.add_many(specs(2 * CHUNK))
+    stored = [r[0] for r in a.store.conn.execute("SELECT id FROM future_job ORDER BY rowid")]
+    for part in (added[:CHUNK], added[CHUNK:]):
+        assert stored[:CHUNK] == [j.id for j in sorted((r.job for r in part), key=run_order)]
+        stored = stored[CHUNK:]
+    assert len({r.job.next_check_at for r in added[:CHUNK]}) == 3  # the order is a sort

@@ -137,14 +137,16 @@ def _real(text: str | None) -> float | None:
     return None if text is None else float(text)
 
 
-def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple[Any, ...]]) -> None:
+def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple[Any, ...]],
+                limit: int = 999) -> None:
     """``head`` (``INSERT INTO t (a, b, …)``) for every row, as multi-row VALUES statements of
-    up to 999 parameters (SQLite's oldest limit): a statement is one step of SQLite's, with the
-    GIL released, where ``executemany`` takes one step, and one GIL hand-over, per row."""
+    up to ``limit`` parameters (999: SQLite's oldest limit): a statement is one step of
+    SQLite's, with the GIL released, where ``executemany`` takes one step, and one GIL
+    hand-over, per row."""
     if not rows:
         return
     one = "(" + ",".join("?" * ncols) + ")"
-    per = max(1, 999 // ncols)
+    per = max(1, limit // ncols)
     full = head + " VALUES " + ",".join([one] * per)
     for i in range(0, len(rows), per):
         chunk = rows[i:i + per]
@@ -152,7 +154,8 @@ def insert_many(c: sqlite3.Connection, head: str, ncols: int, rows: list[tuple[A
                   list(chain.from_iterable(chunk)))
 
 
-def insert_job_rows(c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+def insert_job_rows(c: sqlite3.Connection, rows: list[tuple[Any, ...]],
+                    limit: int = 999) -> None:
     """Job rows (``job_to_row``'s) as ``insert_many`` inserts them, without the columns that
     are None in every row: a job's nullable columns default to NULL, and each None bound
     still costs the sqlite3 module an adapter call (~1,400 instructions). A claim's next
@@ -166,7 +169,7 @@ def insert_job_rows(c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
             if v is not None or countOf(map(itemgetter(i), rows), None) != n]
     pick = itemgetter(*keep)  # keep holds the NOT NULL columns: never a single index
     insert_many(c, f"INSERT INTO future_job ({', '.join(JOB_COLUMNS[i] for i in keep)})",
-                len(keep), list(map(pick, rows)))
+                len(keep), list(map(pick, rows)), limit)
 
 
 def insert_alike(c: sqlite3.Connection, row: tuple[Any, ...],

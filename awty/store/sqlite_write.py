@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 from ..errors import JobNotFound
@@ -43,30 +44,74 @@ def add_jobs(c: sqlite3.Connection, jobs: Sequence[Job],
     return out
 
 
-# Rows a batch may add before the page cache is widened for it (see _insert_jobs).
+def add_chunks(c: sqlite3.Connection,
+               chunks: Iterable[tuple[Sequence[Job], Sequence[str | None]]]) -> list[Added]:
+    """Insert the jobs of each chunk as ``chunks`` gives them, a chunk on a writer thread
+    while the next is made (see ``Store.add_chunks``)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    out: list[Added] = []
+    isos = Isos()
+    total = 0
+    # A chunk is one statement where SQLite allows it (its own steps, without the GIL, are
+    # then one long stretch on the other core: statements of 76 rows each waited for the GIL
+    # behind the validation, up to the 5 ms switch interval, once every ~0.2 ms of SQLite's).
+    limit = c.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    with _cache_for(c) as widen, ThreadPoolExecutor(1, "awty-add") as writer:
+        pending: Future[None] | None = None
+        for jobs, fps in chunks:
+            if any(j.idempotency_key or j.schedule for j in jobs):
+                raise ValueError("add_chunks: a job with an idempotency key or a schedule "
+                                 "goes through add")
+            added, pairs = rules.admit(jobs, fps, {})
+            rows = [job_to_row(j, f, isos) for j, f in pairs]
+            total += len(rows)
+            if pending is not None:
+                pending.result()  # one chunk at a time: the connection is the writer's
+            widen(total)
+            pending = writer.submit(insert_job_rows, c, rows, limit)
+            out += added
+        if pending is not None:
+            pending.result()
+    return out
+
+
+# Rows a batch may add before the page cache is widened for it (see _cache_for).
 BIG_BATCH = 5000
 
 
 def _insert_jobs(c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    # A big batch's pages would overflow the store's page cache and spill to the WAL
-    # mid-transaction: it gets a cache to fit (~0.5 KiB a row), taken back before the commit
-    # (dirty pages stay until written; only clean ones go). Rows go in as multi-row VALUES
-    # without the columns None in every row (a one-off job leaves ~16 of 29 empty): each None
-    # bound was an adapter call, each row a step of executemany's (10,000 jobs, callgrind:
-    # store.add 108k -> 83k instructions a job; issue 34).
-    if len(rows) < BIG_BATCH:
+    # Rows go in as multi-row VALUES without the columns None in every row (a one-off job
+    # leaves ~16 of 29 empty): each None bound was an adapter call, each row a step of
+    # executemany's (10,000 jobs, callgrind: store.add 108k -> 83k instructions a job;
+    # issue 34).
+    with _cache_for(c) as widen:
+        widen(len(rows))
         insert_job_rows(c, rows)
-        return
-    (before,) = c.execute("PRAGMA cache_size").fetchone()
-    want = len(rows) // 2 + 2048  # KiB
-    if before < 0 and -before >= want:
-        insert_job_rows(c, rows)
-        return
-    c.execute(f"PRAGMA cache_size = {-want}")
+
+
+@contextmanager
+def _cache_for(c: sqlite3.Connection) -> Iterator[Callable[[int], None]]:
+    """A page cache as wide as the rows given to the callable need, taken back at the end.
+    A big batch's pages would overflow the store's page cache and spill to the WAL
+    mid-transaction: it gets a cache to fit (~0.5 KiB a row), taken back before the commit
+    (dirty pages stay until written; only clean ones go)."""
+    before: list[int] = []
+
+    def widen(rows: int) -> None:
+        if rows < BIG_BATCH:
+            return
+        if not before:
+            before.append(c.execute("PRAGMA cache_size").fetchone()[0])
+        want = rows // 2 + 2048  # KiB
+        if before[0] >= 0 or -before[0] < want:
+            c.execute(f"PRAGMA cache_size = {-want}")
+
     try:
-        insert_job_rows(c, rows)
+        yield widen
     finally:
-        c.execute(f"PRAGMA cache_size = {int(before)}")
+        if before:
+            c.execute(f"PRAGMA cache_size = {int(before[0])}")
 
 
 def _by_idempotency_key(c: sqlite3.Connection, key: str) -> tuple[Job, str | None] | None:
