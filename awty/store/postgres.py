@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.adapt import Dumper
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
@@ -69,6 +70,35 @@ _SECOND = timedelta(seconds=1)
 _KEEPALIVES = " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
 _CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
                       "keepalives_count": 3}
+
+
+class _IdArray(str):
+    """A text[] parameter already written as its array literal (``_ids``)."""
+
+    __slots__ = ()
+
+
+class _IdArrayDumper(Dumper):
+    oid = psycopg.adapters.types["text"].array_oid
+
+    def dump(self, obj: _IdArray) -> bytes:
+        return ("{" + obj + "}").encode()
+
+
+# Only for our own type: nothing else a process sends through psycopg changes.
+psycopg.adapters.register_dumper(_IdArray, _IdArrayDumper)
+# ids the array literal takes as they are: no quoting, and none of them NULL
+_PLAIN_IDS = re.compile(r"(?:[0-9A-Z]{26},)*[0-9A-Z]{26}")
+
+
+def _ids(ids: Iterable[str]) -> list[str] | _IdArray:
+    """A run's ids as a text[] parameter. psycopg's list dumper is Python, ~0.65 µs an id,
+    and a start and a finish each send a batch's ids: when every id is a ULID (what awty
+    makes and checks) the literal is one join and one match, ~0.08 µs an id (the server
+    reads the same array); any other id, the list as psycopg dumps it."""
+    ids = list(ids)
+    text = ",".join(ids)
+    return _IdArray(text) if _PLAIN_IDS.fullmatch(text) else ids
 
 
 def _one_line(e: BaseException, hide: Sequence[str] = ()) -> str:
@@ -852,7 +882,7 @@ class PostgresStore:
 
     def claim_ids(self, ids: Sequence[str], *, now: datetime, owner: str,
                   lease_until: datetime) -> builtins.list[Job]:
-        params = {"ids": list(ids), **self._lease(now, owner, lease_until)}
+        params = {"ids": _ids(ids), **self._lease(now, owner, lease_until)}
         with self._tx("cannot claim") as cur:
             return self._claimed(cur, cur.execute(self.sql.claim_ids, params).fetchall(), now,
                                  owner)
@@ -878,7 +908,7 @@ class PostgresStore:
         key = {"owner_class": self._owner_class, "owner_key": lock_key(owner)}
         with self._tx("cannot start") as cur:
             got = {r[0] for r in cur.execute(self.sql.start, {
-                "now": sec(now), "ids": list(ids), "owner": owner, **key})}
+                "now": sec(now), "ids": _ids(ids), "owner": owner, **key})}
             if not got and not one(cur.execute(self.sql.owner_alive, key).fetchone())[0]:
                 raise SessionLost(f"PostgreSQL at {self.where}: this runner's session ended "
                                   "(closed by the server, or its connection was lost); "
@@ -903,7 +933,7 @@ class PostgresStore:
                 folded: dict[str, Execution] = {}
                 if ends:
                     owned = dict(cur.execute(self.sql.end_owned,
-                                             ([e.job.id for e in ends], owner)).fetchall())
+                                             (_ids(e.job.id for e in ends), owner)).fetchall())
                     last, rows = {x.job_id: x for x in executions}, []
                     for e in ends:
                         if e.job.id in owned:
@@ -925,7 +955,7 @@ class PostgresStore:
 
     def release(self, ids: Sequence[str], *, owner: str, now: datetime) -> int:
         with self._tx("cannot release") as cur:
-            return cur.execute(self.sql.release, (list(ids), owner)).rowcount
+            return cur.execute(self.sql.release, (_ids(ids), owner)).rowcount
 
     def release_stale(self, owner: str | None, now: datetime) -> int:
         with self._tx("cannot release stale leases") as cur:

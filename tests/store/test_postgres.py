@@ -13,7 +13,7 @@ import pytest
 
 from awty.config import load
 from awty.errors import InvalidInput, StoreError
-from awty.model import Job, Kind
+from awty.model import Answer, End, Job, Kind, Outcome, Result
 
 WORKER = Path(__file__).with_name("worker.py")
 SLOT = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -152,6 +152,28 @@ def test_four_processes_share_one_slot_each_job_once(pg):
     assert sum(batches) == JOBS
     assert sum(1 for b in batches if b) >= 2  # the slot's work really was shared
     ended_once(pg, JOBS)
+
+
+def test_a_runs_ids_reach_the_server_as_they_are(pg):
+    # A batch of ULIDs goes as one array literal, made by a join (postgres._ids); ids that
+    # literal would have to quote (or read as NULL) go as psycopg's list: each way a claim by
+    # id, a start, a finish and a release touch exactly the ids given.
+    owner = "host-a:1:a"
+    for ids in ([f"01M7YRRT81227ZKA7Y{i:08d}" for i in range(3)],
+                ["a,b", 'q"u\\o te', "NULL", "{x}", "01m7yrrt81227zka7y00000000"]):
+        pg.add([j.replace(id=i) for j, i in zip(jobs(len(ids)), ids)], [None] * len(ids))
+        with pg.owner_session(owner):
+            got = pg.claim_ids(ids[:-1], now=NOW, owner=owner, lease_until=NOW + MINUTE)
+            assert sorted(j.id for j in got) == sorted(ids[:-1])
+            assert pg.release(ids[-2:], owner=owner, now=NOW) == 1
+            got = [j for j in got if j.id != ids[-2]] + pg.claim_ids(
+                ids[-2:], now=NOW, owner=owner, lease_until=NOW + MINUTE)
+            assert sorted(pg.start(ids, owner=owner, now=NOW)) == sorted(ids)
+            ends = [End(j, Outcome.DONE, "ok", Result(Answer.DONE, status=204), None)
+                    for j in got]
+            assert sorted(d.job.id for d in pg.finish(ends, owner=owner, now=NOW)) == \
+                sorted(ids)
+        assert pg.find(ids) == dict.fromkeys(ids)  # each only in history now
 
 
 @pytest.mark.slow
