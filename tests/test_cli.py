@@ -12,6 +12,7 @@ from freezegun import freeze_time
 from typer.testing import CliRunner
 
 from awty.cli import app
+from awty.slots import from_iso, slot_id
 from helpers import db_rows, tree_files
 
 runner = CliRunner()
@@ -146,6 +147,21 @@ def test_a_batch_refusal_names_the_line_of_the_file_past_blank_lines(home, tmp_p
     assert res.exit_code == 2
     assert res.stderr == "awty: line 4: max_checks: True is not a whole number\n"
     assert db_rows(home, "future_job") == []
+
+
+def test_a_batch_says_how_many_it_added_in_which_slots(home, tmp_path):
+    specs = [{"target": "https://e.com/", "in": f"{1 + i % 2}h", "payload": {"n": i}}
+             for i in range(5)]
+    specs.append({**specs[0], "idempotency_key": "k"})
+    specs.append(specs[-1])
+    f = tmp_path / "jobs.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in specs))
+    res = run(home, "add", "--batch", str(f))
+    assert res.exit_code == 0, res.stderr
+    slots = sorted({slot_id(from_iso(r["next_check_at"])) for r in db_rows(home, "future_job")})
+    assert len(slots) == 2
+    assert res.stdout == (f"added 6 job(s) in 2 slot(s) ({slots[0]} … {slots[1]}); "
+                          "1 already existed\n")
 
 
 @pytest.mark.parametrize("via", ["file", "stdin"])
