@@ -68,3 +68,25 @@ def test_add_many_stores_with_the_collector_off_and_leaves_it_on(awty, monkeypat
         awty.add_many([specs[0], {"target": URL, "in": "soon"}])
     assert gc.isenabled()
     assert len(list(awty.list())) == 5
+
+
+def test_quick_switches_last_one_out_puts_back_the_programs_interval():
+    import sys
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.01)
+    try:
+        with gcpause.quick_switches():
+            assert sys.getswitchinterval() == pytest.approx(gcpause.SWITCH)
+            with gcpause.quick_switches():
+                pass
+            assert sys.getswitchinterval() == pytest.approx(gcpause.SWITCH)  # the outer batch still streams
+        assert sys.getswitchinterval() == 0.01
+        sys.setswitchinterval(0.0001)  # a program's own shorter interval is kept
+        own = sys.getswitchinterval()  # (as the interpreter rounds it)
+        with pytest.raises(RuntimeError), gcpause.quick_switches():
+            assert sys.getswitchinterval() == own
+            raise RuntimeError
+        assert sys.getswitchinterval() == own
+    finally:
+        sys.setswitchinterval(before)

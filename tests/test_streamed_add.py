@@ -111,3 +111,29 @@ def test_on_sqlite_each_chunk_goes_in_in_run_order(home_of):
         assert stored[:CHUNK] == [j.id for j in sorted((r.job for r in part), key=run_order)]
         stored = stored[CHUNK:]
     assert len({r.job.next_check_at for r in added[:CHUNK]}) == 3  # the order is a sort
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_on_postgresql_the_batch_streams_with_quick_thread_switches(home_of):
+    """The COPY's writer thread gets the GIL within gcpause.SWITCH while the caller
+    validates, and the program's interval is back after."""
+    import sys
+
+    from awty import gcpause
+
+    a, _, _ = home_of
+    seen: list[float] = []
+    add_chunks = a.store.add_chunks
+
+    def spy(chunks):
+        def each():
+            for c in chunks:
+                seen.append(sys.getswitchinterval())
+                yield c
+        return add_chunks(each())
+
+    a.store.add_chunks = spy
+    before = sys.getswitchinterval()
+    assert len(a.add_many(specs(3 * CHUNK))) == 3 * CHUNK
+    assert seen == [pytest.approx(min(gcpause.SWITCH, before))] * 3
+    assert sys.getswitchinterval() == before

@@ -454,12 +454,18 @@ class PostgresStore:
         the transaction with nothing stored."""
         from psycopg.copy import QueuedLibpqWriter
 
+        from ..gcpause import quick_switches
+
         out: list[Added] = []
-        with self._tx("cannot add") as cur:
+        with quick_switches(), self._tx("cannot add") as cur:
             # flush_threshold 0: each block is sent (the thread waiting, without the GIL)
-            # as soon as it is queued, not left in libpq's buffer until the next write
-            with cur.copy(self.sql.copy_jobs,
-                          writer=QueuedLibpqWriter(cur, flush_threshold=0)) as copy:
+            # as soon as it is queued, not left in libpq's buffer until the next write; a
+            # psycopg without the setting flushes each block anyway
+            try:
+                writer = QueuedLibpqWriter(cur, flush_threshold=0)
+            except TypeError:
+                writer = QueuedLibpqWriter(cur)
+            with cur.copy(self.sql.copy_jobs, writer=writer) as copy:
                 copy.set_types(JOB_COPY_TYPES)
                 write = copy.write_row
                 for jobs, fps in chunks:
