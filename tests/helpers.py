@@ -67,6 +67,27 @@ def db_rows(home: Path, table: str) -> list[dict]:
         conn.close()
 
 
+def job_rows(home: Path, timeout: float = 5.0) -> list[dict]:
+    """The SQLite home's jobs as the store reads them, by column (``JOB_COLUMNS``): status,
+    lease_owner, lease_until and started_at from the job's lease row (migration 12)."""
+    import sqlite3
+
+    from awty.store.sqlite_rows import JOB_COLUMNS, SELECT_JOB
+
+    conn = sqlite3.connect(home / "awty.db", timeout=timeout)
+    try:
+        return [dict(zip(JOB_COLUMNS, r, strict=True)) for r in conn.execute(SELECT_JOB)]
+    finally:
+        conn.close()
+
+
+def set_lease(conn, job_id: str, owner: str | None, until: str | None) -> None:
+    """Put the SQLite job ``job_id`` in flight under ``owner`` until ``until`` (an instant's
+    text), as a claim would leave it (its lease row, migration 12)."""
+    conn.execute("INSERT OR REPLACE INTO job_lease (job_id, owner, until, claimed_at) "
+                 "VALUES (?, ?, ?, ?)", (job_id, owner, until, until or "2000-01-01T00:00:00Z"))
+
+
 def tree_files(home: Path) -> list[str]:
     root = home / "slots"
     if not root.exists():

@@ -14,7 +14,7 @@ import pytest
 from awty.api import Awty
 from awty.clock import FixedClock
 from awty.slots import current_slot, iso, slot_for, slot_id
-from helpers import T0, db_rows, tree_files
+from helpers import T0, db_rows, job_rows, tree_files
 from awty.testing.receiver import Reply
 
 
@@ -93,8 +93,8 @@ def test_a_catch_up_claims_the_next_slot_while_one_slot_sends_at_a_time(home, cl
     def leased(slot: str) -> int:
         conn = sqlite3.connect(home / "awty.db", timeout=5)
         try:
-            return conn.execute("SELECT count(*) FROM future_job WHERE status = 'in_flight' "
-                                "AND next_check_at = ?", (slot,)).fetchone()[0]
+            return conn.execute("SELECT count(*) FROM job_lease JOIN future_job ON id = job_id "
+                                "WHERE next_check_at = ?", (slot,)).fetchone()[0]
         finally:
             conn.close()
 
@@ -149,7 +149,7 @@ def test_an_error_in_one_slot_of_a_catch_up_stops_the_slots_after_it(home, clock
         a.catchup()
     sent = {p: len(rx.requests(p)) for p in ("/e0", "/e1", "/e2")}
     assert sent["/e0"] == 40 and sent["/e1"] < 40 and sent["/e2"] == 0, sent
-    left = db_rows(home, "future_job")
+    left = job_rows(home)
     assert {(r["status"], r["lease_owner"]) for r in left} == {("pending", None)}
     assert len(left) + len(db_rows(home, "job_history")) == 120
     monkeypatch.undo()
@@ -184,7 +184,7 @@ def test_a_failed_claim_in_one_slot_of_a_catch_up_sends_nothing_of_the_next(home
         a.catchup()
     sent = {p: len(rx.requests(p)) for p in ("/s0", "/s1", "/s2")}
     assert sent["/s0"] > 0 and sent["/s1"] == sent["/s2"] == 0, sent
-    left = db_rows(home, "future_job")
+    left = job_rows(home)
     assert {(r["status"], r["lease_owner"]) for r in left} == {("pending", None)}
     monkeypatch.undo()
     a.catchup()
@@ -260,7 +260,7 @@ def test_a_catch_up_stopped_as_its_first_slot_opens_ends(home, clock, rx, monkey
     t.join(10)
     assert not t.is_alive(), "the catch-up never ended"
     assert type(box.get("err")).__name__ == "Interrupted" and rx.requests() == []
-    assert {(r["status"], r["lease_owner"]) for r in db_rows(home, "future_job")} == {
+    assert {(r["status"], r["lease_owner"]) for r in job_rows(home)} == {
         ("pending", None)}
 
 
@@ -404,13 +404,13 @@ def test_sigkilled_runner_then_catchup_delivers_everything_once_in_history(home,
     assert proc.returncode == -signal.SIGKILL
     before = len(rx.requests("/k"))
     assert 150 <= before < 500, before
-    in_flight = [r for r in db_rows(home, "future_job") if r["status"] == "in_flight"]
+    in_flight = [r for r in job_rows(home) if r["status"] == "in_flight"]
     assert in_flight  # the kill left claimed jobs behind, under a lease
     # Before the lease expires, catch-up leaves them to their (dead) owner...
     rx.script("/k", delay=0)
     b = make(home, FixedClock(slot + timedelta(minutes=2)))
     b.catchup()
-    assert {r["status"] for r in db_rows(home, "future_job")} == {"in_flight"}
+    assert {r["status"] for r in job_rows(home)} == {"in_flight"}
     # ...after it, they run again.
     c = make(home, FixedClock(slot + timedelta(minutes=30)))
     c.catchup()

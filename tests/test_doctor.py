@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     FAKE_CRONTAB, T0, URL, assert_clean, bad, check_a_schedule_that_lost_its_occurrence,
-    cron_daemon, db_rows, doctor, tree_files,
+    cron_daemon, db_rows, doctor, job_rows, set_lease, tree_files,
 )
 from typer.testing import CliRunner
 
@@ -38,7 +38,7 @@ def snapshot(a: Awty):
                                               p.read_bytes() if p.is_file() else None)
     files["<home>"] = oct(a.home.stat().st_mode)
     files["<db>"] = oct(a.db_path.stat().st_mode)
-    return files, db_rows(a.home, "future_job"), db_rows(a.home, "job_history")
+    return files, job_rows(a.home), db_rows(a.home, "job_history")
 
 
 # --- a clean home --------------------------------------------------------------------------
@@ -95,15 +95,13 @@ def _copy_in_wrong_slot(a):
 def _stale_lease(a):
     job = next(a.list())
     past = iso(T0 - timedelta(minutes=5))
-    a.store.conn.execute("UPDATE future_job SET status = 'in_flight', lease_owner = 'x', "
-                         "lease_until = ? WHERE id = ?", (past, job.id))
+    set_lease(a.store.conn, job.id, "x", past)
     return ["leases"]
 
 
 def _lease_without_owner(a):
     job = next(a.list())
-    a.store.conn.execute("UPDATE future_job SET status = 'in_flight', lease_owner = NULL, "
-                         "lease_until = NULL WHERE id = ?", (job.id,))
+    set_lease(a.store.conn, job.id, None, None)
     return ["leases"]
 
 
@@ -160,11 +158,10 @@ def test_stale_lease_goes_back_to_pending_and_live_lease_is_left(a):
     jobs = list(a.list())
     _stale_lease(a)
     live = iso(T0 + timedelta(minutes=5))
-    a.store.conn.execute("UPDATE future_job SET status = 'in_flight', lease_owner = 'y', "
-                         "lease_until = ? WHERE id = ?", (live, jobs[1].id))
+    set_lease(a.store.conn, jobs[1].id, "y", live)
     report = doctor(a, repair=True)
     assert "x (1)" in report.get("leases").detail
-    rows = {r["id"]: r for r in db_rows(a.home, "future_job")}
+    rows = {r["id"]: r for r in job_rows(a.home)}
     assert rows[jobs[0].id]["status"] == "pending" and rows[jobs[0].id]["lease_owner"] is None
     assert rows[jobs[1].id]["status"] == "in_flight" and rows[jobs[1].id]["lease_owner"] == "y"
     assert "1 job(s) in flight now" in doctor(a).get("leases").detail

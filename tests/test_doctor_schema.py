@@ -11,6 +11,7 @@ from pathlib import Path
 from helpers import URL, assert_clean, db_rows, doctor
 
 from awty.api import Awty
+from awty.slots import iso
 from awty.store.migrations import SCHEMA_VERSION
 
 
@@ -45,17 +46,39 @@ def test_old_schema_reported_read_only_then_migrated(home, clock):
         assert_clean(doctor(a))
 
 
-def test_a_version_3_database_gains_the_in_flight_index(home, clock):
+def test_a_version_11_database_keeps_its_leases_and_start_marks_in_the_lease_table(home, clock):
     with Awty(home, clock=clock, env={}) as a:
-        a.add(URL, in_="1h")
-    _undo_migration(home / "awty.db", 3, "0004_in_flight_index", "DROP INDEX future_job_in_flight")
+        j1, j2, j3 = (a.add(URL, in_="1h").job for _ in range(3))
+    _undo_migration(home / "awty.db", 11, "0012_leases", "DROP TABLE job_lease",
+                    "CREATE TABLE job_started (id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                    "at TEXT NOT NULL) WITHOUT ROWID",
+                    "CREATE INDEX future_job_in_flight ON future_job "
+                    "(next_check_at, lease_owner, lease_until) WHERE status = 'in_flight'")
+    until, claimed, started = "2026-11-22T12:30:00Z", "2026-11-22T12:20:00Z", "2026-11-22T12:21:00Z"
+    conn = sqlite3.connect(home / "awty.db")
+    for job, owner in ((j1, "o1"), (j2, "o2")):
+        conn.execute("UPDATE future_job SET status = 'in_flight', lease_owner = ?, "
+                     "lease_until = ?, updated_at = ? WHERE id = ?",
+                     (owner, until, claimed, job.id))
+    # j2's mark is another owner's (a claim taken over since): not j2's start
+    conn.executemany("INSERT INTO job_started (id, owner, at) VALUES (?, 'o1', ?)",
+                     [(j1.id, started), (j2.id, started)])
+    conn.commit()
+    conn.close()
     with Awty(home, clock=clock, env={}) as a:
-        assert doctor(a, repair=True).get("schema").repaired is True
-        assert len(list(a.list())) == 1
+        got = {j.id: a.store.get(j.id) for j in (j1, j2, j3)}
+        assert [(g.status.value, g.lease_owner, g.started_at and iso(g.started_at))
+                for g in got.values()] == [("in_flight", "o1", started),
+                                           ("in_flight", "o2", None), ("pending", None, None)]
+        assert iso(got[j1.id].lease_until) == until and iso(got[j1.id].updated_at) == claimed
+        assert [(g.owner, g.jobs) for g in a.store.leases(clock.now())] == [("o1", 1), ("o2", 1)]
+        assert a.count(status="in_flight") == 2 and a.count(status="pending") == 1
     conn = sqlite3.connect(home / "awty.db")
     try:
-        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = "
-                            "'future_job_in_flight'").fetchone()
+        assert set(conn.execute("SELECT status, lease_owner, started_at FROM future_job")) == {
+            ("pending", None, None)}
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name IN ('job_started', "
+                                "'future_job_in_flight')").fetchone()
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         conn.close()

@@ -19,7 +19,7 @@ def _watch_reconcile(monkeypatch, home):
     real = reconcile.Reconciler._reconcile
 
     def spy(self, slot, summary, claimed):
-        started = len(db_rows(home, "job_started"))  # start marks (migration 6)
+        started = sum(r["started"] is not None for r in db_rows(home, "job_lease"))
         seen.append((len(claimed), started))
         return real(self, slot, summary, claimed)
 

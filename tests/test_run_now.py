@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from helpers import EXECUTIONS, db_rows, tree_files
+from helpers import EXECUTIONS, db_rows, job_rows, tree_files
 from freezegun import freeze_time
 from standardwebhooks.webhooks import Webhook
 from typer.testing import CliRunner
@@ -72,7 +72,7 @@ def test_recheck_is_reslotted_and_json(home, rx):
     [j] = d["jobs"]
     assert (j["id"], j["outcome"], j["status"]) == (job["id"], "rechecked", 200)
     assert j["next_check_at"] == "2026-11-22T11:15:00Z"  # now + 1h, in its slot
-    [row] = db_rows(home, "future_job")
+    [row] = job_rows(home)
     assert (row["status"], row["check_count"], row["lease_owner"]) == ("pending", 1, None)
     assert tree_files(home) == [f"202611221115/{job['id']}.json"]  # moved, old one gone
     assert len(rx.requests("/r")) == 1

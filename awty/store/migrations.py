@@ -10,7 +10,7 @@ TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name a
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 def _m001_initial(db: Database) -> None:
@@ -201,9 +201,31 @@ def _m011_folded_executions(db: Database) -> None:
         db.execute(f"ALTER TABLE job_history ADD COLUMN {column} {kind}")
 
 
+def _m012_leases(db: Database) -> None:
+    # A claim's lease (and, once started, its start mark) is a row here rather than columns of
+    # future_job: a claim rewrote each claimed job's whole row (payload and all) and an entry
+    # of the in-flight index, and its UPDATE with the claimed rows' decoding was ~40% of the
+    # store's work in a run (BENCHMARKS.md, `ratio_bare`). A job is in flight while it has a
+    # row here (its owner's, whether or not the lease has expired), pending otherwise; the row
+    # goes with the job, or when the claim is given back or taken over. future_job's status,
+    # lease and started_at columns stay, unused, at 'pending' and NULL. Leases held now (and
+    # the start marks of their owners) are carried over.
+    db.execute("CREATE TABLE job_lease (job_id TEXT PRIMARY KEY, owner TEXT, until TEXT, "
+               "claimed_at TEXT NOT NULL, started TEXT) WITHOUT ROWID")
+    db.execute("INSERT INTO job_lease (job_id, owner, until, claimed_at, started) "
+               "SELECT f.id, f.lease_owner, f.lease_until, f.updated_at, "
+               "coalesce(f.started_at, (SELECT s.at FROM job_started s WHERE s.id = f.id AND "
+               "s.owner = f.lease_owner)) FROM future_job f WHERE f.status = 'in_flight'")
+    db.execute("UPDATE future_job SET status = 'pending', lease_owner = NULL, lease_until = NULL, "
+               "started_at = NULL WHERE status = 'in_flight' OR lease_owner IS NOT NULL "
+               "OR lease_until IS NOT NULL OR started_at IS NOT NULL")
+    db.execute("DROP INDEX IF EXISTS future_job_in_flight")
+    db.execute("DROP TABLE job_started")
+
+
 MIGRATIONS = [_m001_initial, _m002_events, _m003_started_env, _m004_in_flight_index,
               _m005_slot_entity_index, _m006_started_marks, _m007_meta, _m008_runners,
-              _m009_schedules, _m010_api_tokens, _m011_folded_executions]
+              _m009_schedules, _m010_api_tokens, _m011_folded_executions, _m012_leases]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -31,34 +31,35 @@ from . import migrations, rules, sqlite_portable, sqlite_reports, sqlite_schedul
 from .filelocks import FlockSlotLock, OwnerSessions
 from .spec import StoreSpec
 from .sqlite_rows import (
-    CLAIM_COLUMNS, CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, INSERT_HISTORY, JOB_EXECUTIONS,
-    SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many, job_filters,
-    row_to_execution, row_to_history, row_to_job, translate, where,
+    CLAIM_COLUMNS, CLAIM_JSON, EXECUTION_HEAD, EXECUTION_COLUMNS, IN_FLIGHT, INSERT_HISTORY,
+    JOB_EXECUTIONS, SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many,
+    job_filters, row_to_execution, row_to_history, row_to_job, translate, where,
 )
-from .sqlite_write import add_chunks, add_jobs, end_rows, forget_started, retry_job
+from .sqlite_write import add_chunks, add_jobs, drop_leases, end_rows, retry_job
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
     from typing import Any
 
-# A claim's candidates: pending, or in flight under another owner's expired lease (the owners
-# still alive are excluded by the caller: see ``_live_expired_owners``).
-_CLAIMABLE = ("(status = 'pending' OR ((lease_until IS NULL OR lease_until <= ?) "
-              "AND lease_owner IS NOT ? AND coalesce(lease_owner, '') NOT IN "
-              "(SELECT value FROM json_each(?))))")
+# A claim's candidates (future_job with its lease row joined, if any): pending (no lease), or
+# in flight under another owner's expired lease (the owners still alive are excluded by the
+# caller: see ``_live_expired_owners``).
+_CLAIMABLE = ("(job_id IS NULL OR ((until IS NULL OR until <= ?) AND owner IS NOT ? "
+              "AND coalesce(owner, '') NOT IN (SELECT value FROM json_each(?))))")
 # A claim reads its rows as one JSON document (one step of SQLite's, one hand-over of the
-# GIL, where a row at a time took one each while the event loop sends), then leases them.
+# GIL, where a row at a time took one each while the event loop sends), then leases them: a
+# row each in job_lease, the job's own row untouched (migration 12). A lease taken over
+# replaces the old owner's row, its start mark with it.
 _CLAIM_READ = ("SELECT json_group_array(json_array(" + CLAIM_JSON + ")), json_group_array(id) "
-               "FROM (SELECT * FROM future_job WHERE {} ORDER BY next_check_at, id LIMIT ?)")
-_CLAIM_LEASE = ("UPDATE future_job SET status = 'in_flight', lease_owner = ?, lease_until = ?, "
-                "started_at = NULL, updated_at = ? WHERE id IN (SELECT value FROM json_each(?))")
+               "FROM (SELECT * FROM future_job LEFT JOIN job_lease ON job_id = id WHERE {} "
+               "ORDER BY next_check_at, id LIMIT ?)")
+_CLAIM_LEASE = ("INSERT OR REPLACE INTO job_lease (job_id, owner, until, claimed_at) "
+                "SELECT value, ?, ?, ? FROM json_each(?)")
 # The ids given (a JSON list) that ``owner`` holds: one row, one step of SQLite's (a row per id
 # would hand the GIL back and forth once per job while the event loop sends).
-_OWNED = ("SELECT json_group_array(id) FROM future_job WHERE id IN "
-          "(SELECT value FROM json_each(?)) AND lease_owner = ?")
+_OWNED = ("SELECT json_group_array(job_id) FROM job_lease WHERE job_id IN "
+          "(SELECT value FROM json_each(?)) AND owner = ?")
 _SCHEDULE = CLAIM_COLUMNS.index("schedule")
-_TO_PENDING = ("status = 'pending', lease_owner = NULL, lease_until = NULL, started_at = NULL, "
-               "updated_at = ?")
 
 
 def open_db_file(path: Path) -> None:
@@ -118,6 +119,15 @@ def _token(row: tuple[Any, ...]) -> ApiToken:
 
 def _ids_json(ids: Iterable[str]) -> str:
     return json.dumps(list(ids))
+
+
+def _to_pending(c: sqlite3.Connection, held: str, now: datetime) -> int:
+    """Give back the leases of the jobs ``held`` (a JSON list of ids): pending again, changed
+    now. How many."""
+    c.execute("UPDATE future_job SET updated_at = ? WHERE id IN (SELECT value FROM json_each(?))",
+              (iso(now), held))
+    return c.execute("DELETE FROM job_lease WHERE job_id IN (SELECT value FROM json_each(?))",
+                     (held,)).rowcount
 
 
 class SQLiteStore:
@@ -230,7 +240,7 @@ class SQLiteStore:
             moved = []
             if reslot is not None:
                 for job_id, at in c.execute(
-                        "SELECT id, next_check_at FROM future_job WHERE status = 'pending'"):
+                        f"SELECT id, next_check_at FROM future_job WHERE NOT {IN_FLIGHT}"):
                     slot = from_iso(at)
                     if not is_boundary(slot, reslot):
                         moved.append((iso(slot_for(slot, reslot)), iso(now), job_id))
@@ -437,8 +447,9 @@ class SQLiteStore:
             job = row_to_job(r)
             if self._running(job, now):
                 raise rules.being_delivered(job)
-            c.execute(f"UPDATE future_job SET next_check_at = ?, {_TO_PENDING} WHERE id = ?",
+            c.execute("UPDATE future_job SET next_check_at = ?, updated_at = ? WHERE id = ?",
                       (iso(next_check_at), iso(now), job_id))
+            drop_leases(c, [job_id])
         return self.get(job_id)  # type: ignore[return-value]  # just moved: there
 
     def retry(self, job_id: str, next_check_at: datetime, now: datetime) -> Job:
@@ -466,10 +477,12 @@ class SQLiteStore:
                              owner: str) -> str:
         """The owners whose expired leases in the claim's range must not be taken over: their
         session is open (a live process, whatever the clocks say). A JSON list."""
+        # The lease table first (CROSS JOIN keeps that order): the expired leases are few,
+        # where a claim's range may hold 100,000 pending jobs.
         owners = [r[0] for r in c.execute(
-            f"SELECT DISTINCT lease_owner FROM future_job WHERE {cond} AND status = 'in_flight' "
-            "AND (lease_until IS NULL OR lease_until <= ?) AND lease_owner IS NOT ?",
-            [*params, iso(now), owner])]
+            "SELECT DISTINCT owner FROM job_lease CROSS JOIN future_job ON id = job_id "
+            f"WHERE (until IS NULL OR until <= ?) AND owner IS NOT ? AND {cond}",
+            [iso(now), owner, *params])]
         return _ids_json(o for o in owners if o and self.sessions.alive(o) is True)
 
     def claim(self, slot: datetime, *, now: datetime, owner: str, lease_until: datetime,
@@ -512,11 +525,14 @@ class SQLiteStore:
     def start(self, ids: Sequence[str], *, owner: str, now: datetime) -> builtins.list[str]:
         if not ids:
             return []
+        given = _ids_json(ids)
         with self._write() as c:
-            (kept_json,) = c.execute(_OWNED + " AND status = 'in_flight'",
-                                     (_ids_json(ids), owner)).fetchone()
-            c.execute("INSERT OR REPLACE INTO job_started (id, owner, at) "
-                      "SELECT value, ?, ? FROM json_each(?)", (owner, iso(now), kept_json))
+            marked = c.execute("UPDATE job_lease SET started = ? WHERE job_id IN "
+                               "(SELECT value FROM json_each(?)) AND owner = ?",
+                               (iso(now), given, owner)).rowcount
+            if marked == len(ids):  # all still held, the usual answer: no read to say which
+                return list(ids)
+            (kept_json,) = c.execute(_OWNED, (given, owner)).fetchone()
         kept = set(json.loads(kept_json))
         return [i for i in ids if i in kept]
 
@@ -534,11 +550,11 @@ class SQLiteStore:
                 mine = [e for e in executions if e.job_id in owned]
                 folded = end_rows(c, [d for d in applied if isinstance(d, End)], now, owner,
                                   {e.job_id: e for e in mine})
-                forget_started(c, [d.job.id for d in applied if isinstance(d, Reslot)])
+                drop_leases(c, [d.job.id for d in applied if isinstance(d, Reslot)])
                 stamp = iso(now)
                 c.executemany(
                     "UPDATE future_job SET next_check_at = ?, check_count = ?, attempt = ?, "
-                    f"{_TO_PENDING}, last_error = ?, last_status = ? WHERE id = ?",
+                    "updated_at = ?, last_error = ?, last_status = ? WHERE id = ?",
                     [(iso(m.next_check_at), m.check_count, m.attempt, stamp,
                       rules.last_error(m.error, m.result),
                       m.result.status if m.result else None, m.job.id)
@@ -554,19 +570,17 @@ class SQLiteStore:
         if not ids:
             return 0
         with self._write() as c:
-            return c.execute(
-                f"UPDATE future_job SET {_TO_PENDING} WHERE id IN "
-                "(SELECT value FROM json_each(?)) AND lease_owner = ? AND status = 'in_flight'",
-                (iso(now), _ids_json(ids), owner)).rowcount
+            (held,) = c.execute(_OWNED, (_ids_json(ids), owner)).fetchone()
+            return _to_pending(c, held, now)
 
     def release_stale(self, owner: str | None, now: datetime) -> int:
         if self.sessions.alive(owner) is True:
             return 0
         with self._write() as c:
-            return c.execute(
-                f"UPDATE future_job SET {_TO_PENDING} WHERE status = 'in_flight' AND "
-                "(lease_until IS NULL OR lease_until <= ?) AND lease_owner IS ?",
-                (iso(now), iso(now), owner)).rowcount
+            (held,) = c.execute(
+                "SELECT json_group_array(job_id) FROM job_lease WHERE "
+                "(until IS NULL OR until <= ?) AND owner IS ?", (iso(now), owner)).fetchone()
+            return _to_pending(c, held, now)
 
 
     def note_runner(self, host: str, pid: int, kinds: Sequence[str], now: datetime) -> None:

@@ -23,9 +23,8 @@ Alive = Callable[[str | None], bool | None]
 
 def leases(conn: sqlite3.Connection, now: datetime, alive: Alive) -> list[LeaseGroup]:
     rows = conn.execute(
-        "SELECT lease_owner, count(*), coalesce(sum(lease_until IS NULL OR lease_until <= ?), 0), "
-        "max(lease_until) FROM future_job WHERE status = 'in_flight' GROUP BY lease_owner "
-        "ORDER BY lease_owner", (iso(now),)).fetchall()
+        "SELECT owner, count(*), coalesce(sum(until IS NULL OR until <= ?), 0), max(until) "
+        "FROM job_lease GROUP BY owner ORDER BY owner", (iso(now),)).fetchall()
     return [LeaseGroup(owner=o, jobs=n, expired=x, alive=alive(o), ends=from_iso(e) if e else None)
             for o, n, x, e in rows]
 
@@ -124,8 +123,8 @@ def _stats(conn: sqlite3.Connection, alive: Alive, now: datetime, since: datetim
     past_jobs, past_slots = q("SELECT count(*), count(DISTINCT next_check_at) FROM future_job "
                               "WHERE next_check_at < ?", (cur,)).fetchone()
     # A job is pending or in flight (``Status``): the table's count (the smallest index's size)
-    # less the in-flight index's, not a scan of every row for its status.
-    in_flight = q("SELECT count(*) FROM future_job WHERE status = 'in_flight'").fetchone()[0]
+    # less the leases' (a job's lease goes with it), not a scan of every row for its status.
+    in_flight = q("SELECT count(*) FROM job_lease").fetchone()[0]
     pending = q("SELECT count(*) FROM future_job").fetchone()[0] - in_flight
     stale = sum(g.expired for g in leases(conn, now, alive) if g.alive is not True)
     lo_l, hi_l, p99, total, retries, n, top, *rest = _window(conn, since_s, True, bounds)

@@ -40,12 +40,15 @@ JOB_COLUMNS = (
     "started_at", "env", "schedule", "occurrence",
 )
 FINGERPRINT = JOB_COLUMNS.index("fingerprint")
-# started_at: the column (kept for rows written before job_started), else the start mark of
-# the owner holding the job now (migration 6).
-STARTED_AT = ("coalesce(started_at, (SELECT s.at FROM job_started s WHERE s.id = future_job.id "
-              "AND s.owner = future_job.lease_owner))")
-SELECT_JOB = ("SELECT " + ", ".join(STARTED_AT if c == "started_at" else c for c in JOB_COLUMNS)
-              + " FROM future_job")
+# A job's lease is its row in job_lease (migration 12): in flight while it has one. Its
+# columns' names are not future_job's, so that a condition on future_job's columns reads the
+# same with the lease joined.
+IN_FLIGHT = "EXISTS (SELECT 1 FROM job_lease l WHERE l.job_id = future_job.id)"
+_LEASED = {"status": "CASE WHEN job_id IS NULL THEN 'pending' ELSE 'in_flight' END",
+           "lease_owner": "owner", "lease_until": "until", "started_at": "started",
+           "updated_at": "coalesce(claimed_at, updated_at)"}
+SELECT_JOB = ("SELECT " + ", ".join(_LEASED.get(c, c) for c in JOB_COLUMNS)
+              + " FROM future_job LEFT JOIN job_lease ON job_id = id")
 JOB_HEAD = f"INSERT INTO future_job ({', '.join(JOB_COLUMNS)})"
 INSERT_JOB = f"{JOB_HEAD} VALUES ({', '.join('?' * len(JOB_COLUMNS))})"
 HISTORY_COLUMNS = (
@@ -267,9 +270,12 @@ def entity_filters(entity: str, key: str | None) -> tuple[str, list[Any]]:
 
 def job_filters(status: str | None, slot: datetime | None, until: datetime | None,
                 entity: str | None, key: str | None, kind: str | None) -> tuple[str, list[Any]]:
-    cond, params = where([("status = ?", status or None), ("next_check_at = ?", slot),
-                          ("next_check_at <= ?", until), ("entity_name = ?", entity),
-                          ("entity_key = ?", key), ("kind = ?", kind or None)])
+    cond, params = where([("next_check_at = ?", slot), ("next_check_at <= ?", until),
+                          ("entity_name = ?", entity), ("entity_key = ?", key),
+                          ("kind = ?", kind or None)])
+    if status:  # a job's status is whether it holds a lease (migration 12)
+        cond += (" AND " if cond else " WHERE ") + {
+            "in_flight": IN_FLIGHT, "pending": "NOT " + IN_FLIGHT}.get(status, "0")
     if entity is not None and slot is None:
         cond += " AND " + _PENDING_SLOTS
     return cond, params

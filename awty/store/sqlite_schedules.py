@@ -15,8 +15,8 @@ from ..model import End, Job, Outcome, Schedule
 from ..slots import from_iso, iso
 from .jobdict import job_from_json, job_to_json
 from .sqlite_rows import (
-    INSERT_JOB, SELECT_JOB, insert_alike, insert_job_rows, job_to_row, opt_iso, opt_time,
-    row_to_job,
+    IN_FLIGHT, INSERT_JOB, SELECT_JOB, insert_alike, insert_job_rows, job_to_row, opt_iso,
+    opt_time, row_to_job,
 )
 from .sqlite_write import end_rows
 
@@ -178,6 +178,7 @@ def _insert(c: sqlite3.Connection, p: ClaimPlan) -> None:
 
 
 def _taken(c: sqlite3.Connection, name: str, at: datetime) -> str | None:
-    r = c.execute("SELECT status FROM future_job WHERE schedule = ? AND occurrence = ?",
+    r = c.execute(f"SELECT CASE WHEN {IN_FLIGHT} THEN 'in_flight' ELSE 'pending' END "
+                  "FROM future_job WHERE schedule = ? AND occurrence = ?",
                   (name, iso(at))).fetchone()
     return r[0] if r else None

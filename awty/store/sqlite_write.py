@@ -162,14 +162,14 @@ def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
         [(e.job.id,) for e in ends if e.job.idempotency_key])
     ids = json.dumps([e.job.id for e in ends])
     c.execute("DELETE FROM future_job WHERE id IN (SELECT value FROM json_each(?))", (ids,))
-    c.execute("DELETE FROM job_started WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+    c.execute("DELETE FROM job_lease WHERE job_id IN (SELECT value FROM json_each(?))", (ids,))
     return folded
 
 
-def forget_started(c: sqlite3.Connection, ids: list[str]) -> None:
-    """These jobs are pending again: their start marks go (stale, they would be ignored)."""
+def drop_leases(c: sqlite3.Connection, ids: list[str]) -> None:
+    """These jobs are pending again: their leases (and start marks) go."""
     if ids:
-        c.execute("DELETE FROM job_started WHERE id IN (SELECT value FROM json_each(?))",
+        c.execute("DELETE FROM job_lease WHERE job_id IN (SELECT value FROM json_each(?))",
                   (json.dumps(ids),))
 
 

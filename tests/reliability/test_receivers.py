@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from awty.api import Awty
 from awty.executors import http_answers, http_transport
 from awty.slots import iso, slot_for, slot_id
-from helpers import T0, db_rows, tree_files
+from helpers import T0, db_rows, job_rows, tree_files
 from awty.testing.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.reliability
@@ -62,7 +62,7 @@ def history(home) -> dict[str, dict]:
 
 
 def pending(home) -> dict[str, dict]:
-    return {r["id"]: r for r in db_rows(home, "future_job")}
+    return {r["id"]: r for r in job_rows(home)}
 
 
 @contextlib.contextmanager

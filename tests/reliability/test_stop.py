@@ -18,7 +18,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from helpers import T0
+from helpers import T0, job_rows
 from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn
 
 from awty.api import Awty
@@ -51,7 +51,7 @@ def test_a_signal_stops_gracefully_and_nothing_is_sent_twice(tmp_path, sig, code
         sent = set(rx.counts())
         recorded = {r[0] for r in query(home, "SELECT id FROM job_history")}
         assert recorded == sent  # every request sent has its result recorded
-        left = query(home, "SELECT status, lease_owner FROM future_job")
+        left = [(r["status"], r["lease_owner"]) for r in job_rows(home, 30)]
         assert len(left) == n - len(sent) > 0
         assert set(left) == {("pending", None)}  # given back at once, not left leased
         again = run_cli(["run-slot", slot_id(slot), "--json"], env)
@@ -148,7 +148,7 @@ def test_an_unreadable_secret_stops_the_run_before_claiming(tmp_path):
         res = run_cli(["run-slot", slot_id(slot), "--json"], env)
         assert rx.total == 0
     assert res.returncode == 2 and "Traceback" not in res.stderr, res
-    assert set(query(home, "SELECT status, lease_owner FROM future_job")) == {("pending", None)}
+    assert {(r["status"], r["lease_owner"]) for r in job_rows(home, 30)} == {("pending", None)}
     assert json.loads(res.stdout or "{}") == {}
 
 
