@@ -108,7 +108,9 @@ def _flat(b: Bench) -> None:
     built = time.perf_counter() - t0
     with b.homes.open(empty, gen_now) as a:
         a.init()
-    for run in range(-1, b.a.runs):  # run -1: a warm-up of both homes, not counted
+    # As many rounds as `flat`'s (7 in a full run): a round is ~0.1 s a home, whose ratio
+    # spanned 0.68-1.57x within one run of 3 (BENCHMARKS.md, sched_flat_ratio).
+    for run in range(-1, b.a.flat_runs):  # run -1: a warm-up of both homes, not counted
         from ..common import slot_at
 
         times, _ = timed_round(b, slot_at(2 + run), alternate(run, empty, full), n, gen_now)
@@ -122,7 +124,8 @@ def _flat(b: Bench) -> None:
         f"over a week of slots) were made through `Store.import_home`, as `awty import` makes "
         f"them, in {built:.0f} s ({pending / spent:,.0f} schedules/s inside the inserts); "
         f"then the flatness rounds of `flat` ({fmt_n(n)} one-off jobs added to a past slot of "
-        f"each home, `run_slot` timed in-process). The fire rows compare a slot holding "
+        f"each home, `run_slot` timed in-process; as many rounds as `flat`'s, "
+        f"{b.a.flat_runs}). The fire rows compare a slot holding "
         f"{fmt_n(b.a.sched_fire)} schedules' occurrences (the claim makes each next "
         f"occurrence in its transaction) with one holding as many one-off jobs, homes "
         f"alternating order.")
