@@ -8,7 +8,7 @@ request latencies (start, claim, finish: median and sum).
 ``python -m bench.slotcpu --pg-url URL [--pg-data DIR] [--jobs 10000] [--rounds 4]``
 
 Run it from the root of the checkout it measures: the store process is
-``python -m awty.run.storeproc``, which imports awty from the working directory first (an
+``python -m awty.run.storechild``, which imports awty from the working directory first (an
 A/B run from one checkout's root with another's awty gets a store process of the first).
 The callbacks go to awty's test receiver (``--constant 204``) on 127.0.0.1."""
 

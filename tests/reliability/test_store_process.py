@@ -23,6 +23,7 @@ import pytest
 from helpers import T0, job_rows
 from relkit import account, cli_env, fill_slot, query, run_cli, scale, spawn, wait_until
 
+import awty.run.storechild as storechild
 import awty.run.storeproc as storeproc
 from awty.api import Awty
 from awty.clock import FixedClock
@@ -312,9 +313,9 @@ def test_a_claimed_job_crosses_to_the_runner_whole():
                   max_checks=4, max_attempts=5, horizon=86400.0, timeout=30.0,
                   misfire_grace=60.0, created_at=t, updated_at=t, env={"A": "b"}, **claim)
     job = Job(**values)
-    back = storeproc.job_in(storeproc.job_out(job), claim["lease_owner"], claim["lease_until"])
+    back = storechild.job_in(storechild.job_out(job), claim["lease_owner"], claim["lease_until"])
     assert back == job
-    assert len(storeproc.job_out(job)) == len(Job._fields) - len(claim)
+    assert len(storechild.job_out(job)) == len(Job._fields) - len(claim)
 
 
 def test_a_store_process_still_opening_its_store_is_not_waited_for():
