@@ -103,6 +103,25 @@ def test_new_ids_are_the_ids_new_id_would_make_in_turn():
     assert all(_int(x) & LOW80 < LOW80 - 3 for x in fresh)
 
 
+def test_new_ids_spell_each_part_as_new_id_does_across_their_shared_characters():
+    """``new_ids`` spells the characters of bits 40-79 once while they stay the same: ids
+    made across a change of them (and across the steps drawn at once) are each the ULID of
+    their own part, as ``new_id`` spells it."""
+    at = T + timedelta(milliseconds=17)
+    ms = int(at.timestamp() * 1000)
+    for below in (1, 3 << 32, 300 << 32):  # the change first, after a few, after hundreds
+        ids._last[ms] = (5 << 40) - below
+        made = ids.new_ids(at, 600)
+        parts = [_int(x) & LOW80 for x in made]
+        assert made == [ids._head(ms) + "".join(ids._PAIRS[(p >> s) & 1023] for s in ids._LOW)
+                        for p in parts]
+        before = [(5 << 40) - below, *parts]
+        assert {p >> 40 for p in before} >= {4, 5}  # across a change of bits 40-79
+        steps = [q - p for p, q in zip(before, parts)]
+        assert all(1 <= s <= 2 ** ids._STEP_BITS for s in steps) and len(set(steps)) > 590
+        assert made == sorted(made) and all(is_id(x) for x in made)
+
+
 def test_a_moment_in_use_keeps_its_order_past_the_moments_kept(monkeypatch):
     # A batch at many moments that comes back to one (4,200 jobs `in` 1..4199 s, then `in` 1):
     # its ids went below the ones made before for that moment when all were forgotten at once.
