@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..recurrence import Rule
 
 _ZERO = timedelta(0)
+_NONE = object()  # not looked up yet (None is an answer)
 
 
 class Rearm(Record):
@@ -205,7 +206,14 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
 
     out = ClaimPlan()
     on_time: dict[int, datetime] = {}
-    # (rule, nominal time) -> the next occurrence and its slot
+    # (rule, resolution, template, nominal time) -> for an occurrence claimed on time: its
+    # next occurrence, the (id, name) list of the jobs made like the first of their kind
+    # (``made``) and the list of those waiting for an id in its slot; None: not on time
+    # (``at_claim`` decides). One look-up a claimed job, where its decision's parts were
+    # looked up one by one (issue 34).
+    kinds: dict[tuple[Any, ...], tuple[datetime, list[tuple[str, str]],
+                                       list[tuple[list[tuple[str, str]], str]]] | None] = {}
+    # (rule, resolution, nominal time) -> the next occurrence and its slot
     nexts: dict[tuple[Any, ...], tuple[datetime, datetime]] = {}
     # (template, nominal time, slot) -> the (id, name) of the jobs made like the first
     made: dict[tuple[Any, ...], list[tuple[str, str]]] = {}
@@ -213,44 +221,58 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
     # slot -> the jobs made like another, in claim order: (the other's list, schedule name)
     names: dict[datetime, list[tuple[list[tuple[str, str]], str]]] = {}
     for job in claimed:
-        s = found.get(job.schedule) if job.schedule else None
+        name = job.schedule
+        s = found.get(name) if name else None
         if s is None:
             continue
-        if s.name in moved:
-            s = s.replace(next_at=moved[s.name])
-        if is_paused_occurrence(s, job):
+        if name in moved:
+            s = s.replace(next_at=moved[name])
+        at = job.occurrence
+        # Neither ``is_due_rearm`` nor ``is_paused_occurrence`` (what both ask first):
+        if at is None or s.next_at != at:
+            continue
+        if s.paused_at is not None:  # ``is_paused_occurrence``
             # Retried while paused (the user's ask): it fires, and the schedule moves past it,
             # making nothing, so that ``resume`` does not make this occurrence again.
             from ..recurrence import next_occurrence
 
-            assert job.occurrence is not None
-            nxt = next_occurrence(rule_of(s), job.occurrence)
+            nxt = next_occurrence(rule_of(s), at)
             out.moves.append((nxt, s.name, s.next_at))
             moved[s.name] = nxt
             continue
-        if not is_due_rearm(s, job):
-            continue
-        assert job.occurrence is not None
-        after = on_time.get(s.resolution)
-        if after is None:
-            after = on_time[s.resolution] = on_time_after(now, s.resolution)
-        if job.occurrence > after:
-            rule = (s.cron, s.every, s.start, s.zone, s.resolution, job.occurrence)
-            got = nexts.get(rule)
-            if got is None:
-                from ..recurrence import next_occurrence
+        key = (s.cron, s.every, s.start, s.zone, s.resolution, id(s.template), at)
+        kind = kinds.get(key, _NONE)
+        if kind is _NONE:
+            after = on_time.get(s.resolution)
+            if after is None:
+                after = on_time[s.resolution] = on_time_after(now, s.resolution)
+            kind = None
+            if at > after:
+                rule = key[:5] + (at,)
+                got = nexts.get(rule)
+                if got is None:
+                    from ..recurrence import next_occurrence
 
-                nxt = next_occurrence(rule_of(s), job.occurrence)
-                got = nexts[rule] = (nxt, due_slot(nxt, now, s.resolution))
-            nxt, slot = got
-            kind = (id(s.template), nxt, slot)
-            others = made.get(kind)
-            if others is None:  # occurrence_job(s, nxt, now), the first of its kind
-                made[kind] = others = []
-                out.alike.append((occurrence_job(s, nxt, now), others))
+                    nxt = next_occurrence(rule_of(s), at)
+                    got = nexts[rule] = (nxt, due_slot(nxt, now, s.resolution))
+                nxt, slot = got
+                made_like = (id(s.template), nxt, slot)
+                others = made.get(made_like)
+                first = others is None
+                if others is None:
+                    others = made[made_like] = []
+                kinds[key] = kind = (nxt, others, names.setdefault(slot, []))
+                if first:  # occurrence_job(s, nxt, now), the first of its kind
+                    out.alike.append((occurrence_job(s, nxt, now), others))
+                    out.moves.append((nxt, name, at))
+                    moved[name] = nxt
+                    continue
             else:
-                # its id is made below, with the others of its slot (``ids.new_ids``)
-                names.setdefault(slot, []).append((others, s.name))
+                kinds[key] = None
+        if kind is not None:
+            # its id is made below, with the others of its slot (``ids.new_ids``)
+            nxt, others, waiting = kind
+            waiting.append((others, name))
         else:
             r = at_claim(s, job, now)
             out.jobs.extend(r.jobs)
@@ -259,8 +281,8 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
                 if not r.fire:
                     out.dropped.add(job.id)
             nxt = r.next_at
-        out.moves.append((nxt, s.name, s.next_at))
-        moved[s.name] = nxt
+        out.moves.append((nxt, name, at))
+        moved[name] = nxt
     for slot, waiting in names.items():
         for (others, name), job_id in zip(waiting, new_ids(slot, len(waiting))):
             others.append((job_id, name))

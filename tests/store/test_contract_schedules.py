@@ -122,6 +122,40 @@ def test_claim_makes_the_next_occurrence_in_its_transaction(store):
     assert row.schedule == "tick"
 
 
+def test_a_claim_of_many_schedules_makes_each_next_occurrence_as_it_would_alone(store):
+    """A claim makes the next occurrences of schedules sharing a rule and a template from one
+    job made once (``schedrules.plan``, ``ClaimPlan.alike``): each row is the job
+    ``occurrence_job`` makes for its schedule on its own, but for a fresh id of its slot."""
+    from awty.ids import is_id
+    from awty.recurrence import next_occurrence
+    from awty.store.schedrules import occurrence_job, rule_of
+
+    ops = mk_schedule().template
+    dev = ops.replace(id=_next_id(), headers={"X-Team": "dev"})
+    kinds = {"a": (ops, "*/5 * * * *", None), "b": (dev, "*/5 * * * *", None),
+             "c": (ops, "*/10 * * * *", None), "d": (ops, None, 420)}
+    made = {}
+    for i in range(14):
+        template, cron, every = kinds["abcd"[i % 4]]
+        s = mk_schedule(f"{'abcd'[i % 4]}{i:02d}", cron=cron).replace(
+            template=template, every=every, start=S1 if every else None)
+        store.add_schedule(s, S1 - MIN)
+        made[s.name] = store.get_schedule(s.name)
+    got = claim(store, S1, now=S1)
+    assert sorted(j.schedule for j in got) == sorted(made)
+    seen = set()
+    for name, s in made.items():
+        nxt = next_occurrence(rule_of(s), S1)
+        assert store.get_schedule(name).next_at == nxt
+        (job,) = [j for j in pending_of(store, name) if j.status is Status.PENDING]
+        want = occurrence_job(s, nxt, S1)
+        assert job.replace(id=want.id) == want, name
+        assert is_id(job.id) and job.id[:10] == want.id[:10] and job.id not in seen
+        seen.add(job.id)
+    assert {j.occurrence for j in pending_of(store, "d03")} == {S1, S1 + 7 * MIN}
+    assert {j.headers["X-Team"] for j in pending_of(store, "b01")} == {"dev"}
+
+
 def test_a_claim_taken_over_makes_no_second_occurrence(store):
     store.add_schedule(mk_schedule(), S1 - MIN)
     (job,) = claim(store, S1, now=S1, owner=A, lease=MIN)
