@@ -109,7 +109,7 @@ def test_new_ids_spell_each_part_as_new_id_does_across_their_shared_characters()
     their own part, as ``new_id`` spells it."""
     at = T + timedelta(milliseconds=17)
     ms = int(at.timestamp() * 1000)
-    for below in (1, 3 << 32, 300 << 32):  # the change first, after a few, after hundreds
+    for below in (1, 3 << 32, 100 << 32):  # the change first, after a few, after ~200
         ids._last[ms] = (5 << 40) - below
         made = ids.new_ids(at, 600)
         parts = [_int(x) & LOW80 for x in made]
