@@ -50,11 +50,17 @@ def row_to_schedule(r: Sequence[Any], templates: dict[str, Job] | None = None,
     template = templates.get(r[8])
     if template is None:
         template = templates[r[8]] = job_from_json(r[8])
-    at = [None if t is None else times.get(t) or times.setdefault(t, from_iso(t))
-          for t in (r[3], r[10], r[11])]
-    next_at = times.get(r[9]) or times.setdefault(r[9], from_iso(r[9]))
-    return Schedule(r[0], r[1], r[2], at[0], r[4], r[5], r[6], r[7], template, next_at,
-                    at[1], at[2])
+    # Spelled out, not a loop over the four: a claim reads a row per occurrence it takes.
+    start, next_at, paused, created = r[3], r[9], r[10], r[11]
+    if start is not None:
+        start = times.get(start) or times.setdefault(start, from_iso(start))
+    next_at = times.get(next_at) or times.setdefault(next_at, from_iso(next_at))
+    if paused is not None:
+        paused = times.get(paused) or times.setdefault(paused, from_iso(paused))
+    if created is not None:
+        created = times.get(created) or times.setdefault(created, from_iso(created))
+    return Schedule(r[0], r[1], r[2], start, r[4], r[5], r[6], r[7], template, next_at,
+                    paused, created)
 
 
 def get(c: sqlite3.Connection, name: str) -> Schedule | None:
@@ -146,8 +152,8 @@ def rearm(c: sqlite3.Connection, claimed: list[Job], now: datetime, owner: str) 
     names = json.dumps(sorted({j.schedule for j in claimed if j.schedule}))
     templates: dict[str, Job] = {}
     times: dict[str, datetime] = {}
-    found = {s.name: s for s in (row_to_schedule(r, templates, times) for r in c.execute(
-        SELECT_SCHEDULE + " WHERE name IN (SELECT value FROM json_each(?))", (names,)))}
+    found = {r[0]: row_to_schedule(r, templates, times) for r in c.execute(
+        SELECT_SCHEDULE + " WHERE name IN (SELECT value FROM json_each(?))", (names,))}
     p = plan(found, claimed, now)
     c.execute("SAVEPOINT occurrences")
     try:
