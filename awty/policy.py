@@ -39,11 +39,21 @@ def limits(job: Job, s: Settings) -> Limits:
     )
 
 
+def settled(job: Job, result: Result, lateness: float | None = None) -> End | None:
+    """``decide``'s answer when it needs neither the clock nor the limits: the job answered
+    done (nearly every callback), else None. A run asks this first, and reads its clock only
+    for the other answers."""
+    if result.answer is Answer.DONE and not result.deferred:
+        return End(job, Outcome.DONE, _ok_reason(job, result), result, lateness)
+    return None
+
+
 def decide(job: Job, result: Result, now: datetime, s: Settings,
            lateness: float | None = None) -> Decision:
+    done = settled(job, result, lateness)
+    if done is not None:
+        return done
     a = result.answer
-    if a is Answer.DONE and not result.deferred:  # nearly every callback: no limits to read
-        return End(job, Outcome.DONE, _ok_reason(job, result), result, lateness)
     lim = limits(job, s)
     max_checks, horizon, max_attempts = lim.max_checks, lim.horizon, lim.max_attempts
     if result.deferred:
@@ -118,7 +128,14 @@ def _ok_reason(job: Job, result: Result, default: str = "ok") -> str:
         return "returned" if default == "ok" else f"returned {default}"
     if result.status is None:
         return default
-    return f"exit {result.status}" if job.kind is Kind.EXEC else f"http {result.status}"
+    if job.kind is Kind.EXEC:
+        return f"exit {result.status}"
+    # an HTTP status is three digits: its reason is made once
+    return _HTTP_REASONS.get(result.status) or _HTTP_REASONS.setdefault(
+        result.status, f"http {result.status}")
+
+
+_HTTP_REASONS: dict[int, str] = {}
 
 
 def _fail_reason(result: Result) -> str:

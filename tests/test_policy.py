@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from awty.config import Settings
 from awty.model import Answer, End, Job, Kind, MisfirePolicy, Outcome, Reslot, Result
-from awty.policy import Limits, decide, limits, misfired, quick_retry_delay
+from awty.policy import Limits, decide, limits, misfired, quick_retry_delay, settled
 from helpers import make_job
 
 NOW = datetime(2026, 11, 22, 10, 15, 3, tzinfo=UTC)
@@ -114,3 +116,26 @@ def test_limits_is_a_record_of_the_jobs_own_else_the_settings():
     assert mine == Limits(9, 60.0, 2.0, 1)
     with pytest.raises(AttributeError):
         mine.timeout = 5.0  # frozen
+
+
+@given(kind=st.sampled_from(list(Kind)), answer=st.sampled_from(list(Answer)),
+       status=st.none() | st.integers(0, 999), deferred=st.booleans(),
+       error=st.none() | st.text(max_size=5), attempt=st.integers(0, 3),
+       recheck=st.none() | st.integers(-7200, 7200), lateness=st.none() | st.floats(0, 1e4))
+@settings(max_examples=300, deadline=None)
+def test_settled_is_decides_answer_where_it_answers(kind, answer, status, deferred, error,
+                                                    attempt, recheck, lateness):
+    """The run asks ``settled`` before reading its clock: for a job that answered done it
+    gives exactly what ``decide`` gives (reason from the kind and status), else nothing."""
+    j = job(kind=kind, attempt=attempt)
+    r = Result(answer, status=status, deferred=deferred, error=error,
+               recheck_at=None if recheck is None else NOW + timedelta(seconds=recheck))
+    got = settled(j, r, lateness)
+    if answer is not Answer.DONE or deferred:
+        assert got is None
+        return
+    assert got == decide(j, r, NOW, S, lateness)
+    want = ("returned" if kind is Kind.PYTHON else "ok" if status is None
+            else f"exit {status}" if kind is Kind.EXEC else f"http {status}")
+    assert (got.outcome, got.reason, got.result, got.lateness) == (
+        Outcome.DONE, want, r, lateness)

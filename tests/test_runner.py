@@ -15,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 from awty.api import Awty
 from awty.errors import InvalidInput
 from awty.slots import iso, slot_for, slot_id
-from helpers import T0, db_rows, tree_files
+from helpers import EXECUTIONS, T0, db_rows, tree_files
 from awty.testing.receiver import Reply
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -333,6 +333,27 @@ def test_quick_retry_absorbs_a_dropped_connection(home, clock, rx, backend):
     s = fire(a, clock, job.next_check_at)
     assert s.outcomes == {"done": 1}
     assert ended(a)[job.id]["attempts"] == 2
+
+
+def test_each_attempts_lateness_is_its_own_start_minus_the_slot(home, rx):
+    """A quick retry starts later than the first attempt: its execution row says so (the first
+    attempt's lateness is the one the run worked out before sending it)."""
+    from awty.clock import FixedClock
+
+    class Ticking(FixedClock):  # a second later at every reading
+        def now(self):
+            return self.advance(1)
+
+    clock = Ticking(T0)
+    a = make(home, clock, quick_retries=1)
+    rx.script("/q", Reply(status=503), Reply(status=200))
+    job = a.add(rx.url("/q"), in_="1m").job
+    fire(a, clock, job.next_check_at)
+    rows = sorted(db_rows(home, EXECUTIONS), key=lambda r: r["attempt"])
+    assert [r["attempt"] for r in rows] == [1, 2]
+    late = [(datetime.fromisoformat(r["at"]) - job.next_check_at).total_seconds() * 1000
+            for r in rows]
+    assert [r["lateness_ms"] for r in rows] == late and late[0] < late[1]
 
 
 def test_quick_retry_once_per_check_then_the_backoff_steps(home, clock, rx):

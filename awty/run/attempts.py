@@ -18,7 +18,7 @@ from ..clock import Clock
 from ..config import Settings
 from ..executors.base import Answered, submit
 from ..model import Answer, Attempt, End, Execution, Job, Kind, MisfirePolicy, Outcome, Result
-from ..policy import decide, misfired, quick_retry_delay
+from ..policy import decide, misfired, quick_retry_delay, settled
 from ..record import Record, _draft, _seal
 from ..slots import slot_id
 from .slotrun import Done
@@ -90,7 +90,7 @@ class Executing:
                 send = self._sender(job.kind)
             timeout = job.timeout if job.timeout is not None else s.timeout
             _Attempts(self, job, events, done, send, lateness,
-                      self.sid or slot_id(job.next_check_at), timeout).go(now)
+                      self.sid or slot_id(job.next_check_at), timeout).go(now, lateness)
         except BaseException as e:  # a bug: the run stops, the job is left to its lease
             loop.call_soon(done, job, e)
 
@@ -106,7 +106,7 @@ class _Attempts:
     """One job's attempts in one run (the first, and quick retries)."""
 
     __slots__ = ("executing", "job", "first", "events", "done", "send", "lateness", "sid",
-                 "timeout", "started", "attempt")
+                 "timeout", "started", "late", "attempt")
 
     def __init__(self, x: Executing, job: Job, events: list[Execution], done: Done,
                  send: Callable[[Job, Attempt, Answered], None], lateness: float, sid: str,
@@ -120,16 +120,19 @@ class _Attempts:
         self.sid = sid
         self.timeout = timeout
 
-    def go(self, started: datetime) -> None:
+    def go(self, started: datetime, late: float) -> None:
+        """Send the next attempt, started at ``started``, ``late`` seconds after the slot."""
         job = self.job
         self.started = started
+        self.late = late
         self.attempt = attempt = Attempt(self.sid, job.check_count + 1, job.attempt + 1,
                                          self.timeout)
         self.send(job, attempt, self.answered)
 
     def again(self) -> None:
         try:
-            self.go(self.executing.clock.now())
+            now = self.executing.clock.now()
+            self.go(now, (now - self.first.next_check_at).total_seconds())
         except BaseException as e:
             self.done(self.first, e)
 
@@ -144,7 +147,7 @@ class _Attempts:
                 self.events.append(Execution(
                     job.id, started, self.sid, attempt.check, attempt.attempt, result.answer,
                     result.status, round(result.duration * 1000, 3),
-                    round((started - job.next_check_at).total_seconds() * 1000, 3),
+                    round(self.late * 1000, 3),
                     (result.error or None) and result.error[:500], x.host, x.pid))
             if result.answer is Answer.RETRY:
                 delay = quick_retry_delay(job, result, x.settings)
@@ -153,7 +156,8 @@ class _Attempts:
                     assert x.loop is not None
                     x.loop.call_later(delay, self.again)
                     return
-            decision = decide(job, result, x.clock.now(), x.settings, self.lateness)
+            decision = (settled(job, result, self.lateness)
+                        or decide(job, result, x.clock.now(), x.settings, self.lateness))
         except BaseException as e:  # a bug: the run stops, the job is left to its lease
             self.done(self.first, e)
             return

@@ -355,7 +355,7 @@ class Runner:
             summary.ran += 1
             done.append(job.id)
             if isinstance(d, End):
-                summary.count(d.outcome.value)
+                summary.count(d.outcome._value_)
                 if d.outcome in (Outcome.FAILED,) or d.reason == "misfired":
                     self._warn(f"job {job.id} {d.outcome.value}: {d.reason}",
                                slot=summary.slot, job=job.id, outcome=d.outcome.value)

@@ -243,9 +243,12 @@ class SlotRun:
             self.adopt = list(imported or ())
 
     async def _start(self, jobs: list[Job]) -> list[Job]:
-        kept = set(await self.store.call(self.io, "start", [j.id for j in jobs],
-                                         owner=self.owner, now=self.clock.now()))
+        kept = await self.store.call(self.io, "start", [j.id for j in jobs], owner=self.owner,
+                                     now=self.clock.now())
+        if len(kept) == len(jobs):  # all (``start`` returns a sub-list of the ids)
+            return jobs
         self.summary.skipped_cancelled += len(jobs) - len(kept)
+        kept = set(kept)
         return [j for j in jobs if j.id in kept]
 
     async def _finish(self, batch: list[Decision], executions: list[Execution],
@@ -501,7 +504,8 @@ class SlotRun:
                 self._kick_prepare()
             if self.on_job is not None:
                 self.on_job(job.id)
-            if len(self.decisions) >= self.settings.batch_size or self._tail():
+            if len(self.decisions) >= self.settings.batch_size or (self.exhausted
+                                                                  and self._tail()):
                 self.flush()
         except BaseException as e:  # the runner is broken: send nothing more, stop
             self._fail(e)

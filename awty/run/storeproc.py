@@ -164,6 +164,8 @@ class StoreProcess:
                     [_execution_out(e) for e in kw.get("executions", ())])
 
             def applied_in(ids: list[str]) -> list[Decision]:
+                if len(ids) == len(decisions):  # all (``finish`` applies a sub-list of them)
+                    return decisions
                 applied = set(ids)
                 return [d for d in decisions if d.job.id in applied]
 
@@ -191,7 +193,7 @@ class StoreProcess:
             # changed since its claim (a quick retry counts an attempt the claim did not have)
             ref: object = j.id if mine.pop(j.id, None) is j else j
             if type(d) is End:  # End is final: mypy reads the else as Reslot
-                wire.append((0, ref, d.outcome.value, d.reason,
+                wire.append((0, ref, d.outcome._value_, d.reason,
                              _result_out(d.result), d.lateness))
             else:
                 wire.append((1, ref, d.next_check_at, d.check_count,
