@@ -453,7 +453,12 @@ class Awty:
                 yield self._built(specs[i:i + _CHUNK], now, cwd, environ, False,
                                   lines[i:i + _CHUNK] if lines else range(i + 1, i + _CHUNK + 1))
 
-        added = self.store.add_chunks(chunks())  # type: ignore[attr-defined]
+        from .gcpause import quick_switches
+
+        if not self.on_postgres:  # (measured on PostgreSQL's writer thread only)
+            return self._written(self.store.add_chunks(chunks()))  # type: ignore[attr-defined]
+        with quick_switches():
+            added = self.store.add_chunks(chunks())  # type: ignore[attr-defined]
         return self._written(added)
 
     def add_parts(self, parts: Sequence[AddPart]) -> list[list[AddResult] | AwtyError]:

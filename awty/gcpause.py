@@ -35,7 +35,7 @@ def paused() -> Iterator[None]:
                 gc.enable()
 
 
-# A writer thread beside a batch's validation (PostgresStore.add_chunks) waits for the GIL up
+# A writer thread beside a batch's validation (PostgresStore.add_chunks, Awty._streamed) waits for the GIL up
 # to the switch interval (5 ms) each time its block is sent: one 32 KB block of COPY data per
 # 5 ms at worst, so the server was fed late: 0.4-0.6 s of 100,000 jobs' COPY still to go once
 # their validation had ended (0.2-0.45 s at 0.5 ms). While a batch streams, the interval is

@@ -450,14 +450,13 @@ class PostgresStore:
         idempotency key (none to look up) nor a schedule. Each chunk's rows go into one COPY
         from a writer thread while ``chunks`` makes the next (the facade validating it), so
         the server inserts them on the other core meanwhile, where ``add`` would get them
-        only once the whole batch was made. An exception from ``chunks`` ends the COPY and
+        only once the whole batch was made (the caller keeps the interpreter's switch
+        interval short meanwhile, ``gcpause.quick_switches``, for that thread to get the GIL). An exception from ``chunks`` ends the COPY and
         the transaction with nothing stored."""
         from psycopg.copy import QueuedLibpqWriter
 
-        from ..gcpause import quick_switches
-
         out: list[Added] = []
-        with quick_switches(), self._tx("cannot add") as cur:
+        with self._tx("cannot add") as cur:
             # flush_threshold 0: each block is sent (the thread waiting, without the GIL)
             # as soon as it is queued, not left in libpq's buffer until the next write; a
             # psycopg without the setting flushes each block anyway
