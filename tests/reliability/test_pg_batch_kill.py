@@ -17,6 +17,7 @@ from helpers import T0
 from relkit import cli_env, run_cli, spawn, wait_until, write_batch
 
 
+@pytest.mark.slow  # four awty processes: ~2 s
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_a_batch_killed_mid_copy_stores_nothing(home, backend, pg_database, pg_schema,
                                                   tmp_path):
