@@ -318,6 +318,23 @@ class HistoryRow(Record):
         return _seal(s, cls)
 
 
+def millis(seconds: float) -> float:
+    """``seconds`` in milliseconds to the microsecond: for a float, exactly
+    ``round(seconds * 1000, 3)`` (an execution's duration and lateness), without that round's
+    decimal conversion (~0.35 µs, twice a callback) when the answer is plain. Below 2^52 a tie
+    (n + 0.5 microseconds) is a double itself, and the product rounds to the nearest double:
+    it lands on the same side of a tie as the exact value, or on the tie, which is left to
+    round, as are zero (its sign), huge values, NaN and inf. The integer over 1000 is then
+    correctly rounded, as round's decimal is."""
+    ms = seconds * 1000
+    us = ms * 1000.0
+    if -1099511627776.0 < us < 1099511627776.0:  # 2^40
+        n = round(us)
+        if n and abs(us - n) < 0.5:
+            return n / 1000
+    return round(ms, 3)
+
+
 class Execution(Record):
     """One execution of a job (a row of the per-execution event log), for ``show`` and
     ``stats``."""

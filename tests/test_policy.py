@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from awty.config import Settings
-from awty.model import Answer, End, Job, Kind, MisfirePolicy, Outcome, Reslot, Result
+from awty.model import (
+    Answer, End, Job, Kind, MisfirePolicy, Outcome, Reslot, Result, millis,
+)
 from awty.policy import Limits, decide, limits, misfired, quick_retry_delay, settled
 from helpers import make_job
 
@@ -139,3 +141,13 @@ def test_settled_is_decides_answer_where_it_answers(kind, answer, status, deferr
             else f"exit {status}" if kind is Kind.EXEC else f"http {status}")
     assert (got.outcome, got.reason, got.result, got.lateness) == (
         Outcome.DONE, want, r, lateness)
+
+
+@given(st.floats() | st.floats(-1e7, 1e7)
+       | st.integers(-10**13, 10**13).map(lambda us: us / 1e6)
+       | st.integers(-10**13, 10**13).map(lambda us: (us + 0.5) / 1e6)
+       | st.integers(-10**7, 10**7).map(lambda k: k / 2e6))
+@settings(max_examples=2000, deadline=None)
+def test_millis_is_round_to_the_microsecond(seconds):
+    """An execution's milliseconds: bit for bit (sign, NaN, ties) what round gives."""
+    assert repr(millis(seconds)) == repr(round(seconds * 1000, 3))

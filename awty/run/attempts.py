@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock
 from ..config import Settings
 from ..executors.base import Answered, submit
-from ..model import Answer, Attempt, End, Execution, Job, Kind, MisfirePolicy, Outcome, Result
+from ..model import (
+    Answer, Attempt, End, Execution, Job, Kind, MisfirePolicy, Outcome, Result, millis,
+)
 from ..policy import decide, misfired, quick_retry_delay, settled
 from ..record import Record, _draft, _seal
 from ..slots import slot_id
@@ -146,8 +148,7 @@ class _Attempts:
                 attempt, started = self.attempt, self.started
                 self.events.append(Execution(
                     job.id, started, self.sid, attempt.check, attempt.attempt, result.answer,
-                    result.status, round(result.duration * 1000, 3),
-                    round(self.late * 1000, 3),
+                    result.status, millis(result.duration), millis(self.late),
                     (result.error or None) and result.error[:500], x.host, x.pid))
             if result.answer is Answer.RETRY:
                 delay = quick_retry_delay(job, result, x.settings)
