@@ -174,9 +174,12 @@ def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> 
         for j in jobs:
             claimed[j.id] = j
         return [job_out(j) for j in jobs]
+    # A start or finish that kept every job (the usual answer; both keep a sub-list, in
+    # order) is answered None: the parent has the batch, and its ids crossed once already.
     if op == "start":
         _, ids, owner, now = request
-        return store.start(ids, owner=owner, now=now)
+        kept = store.start(ids, owner=owner, now=now)
+        return None if len(kept) == len(ids) else kept
     if op == "finish":
         _, wire, owner, now, executions = request
         decisions: list[Decision] = []
@@ -193,7 +196,7 @@ def _handle(store: Store, claimed: dict[str, Job], request: tuple[Any, ...]) -> 
                 decisions.append(Reslot(job, w[2], w[3], w[4], _result_in(w[5]), w[6]))
         applied = store.finish(decisions, owner=owner, now=now,
                                executions=[_execution_in(e) for e in executions])
-        return [d.job.id for d in applied]
+        return None if len(applied) == len(decisions) else [d.job.id for d in applied]
     if op == "release":
         _, ids, owner, now = request
         for i in ids:

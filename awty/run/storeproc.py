@@ -163,19 +163,25 @@ class StoreProcess:
             body = (op, self._decisions_out(decisions), kw["owner"], kw["now"],
                     [_execution_out(e) for e in kw.get("executions", ())])
 
-            def applied_in(ids: list[str]) -> list[Decision]:
-                if len(ids) == len(decisions):  # all (``finish`` applies a sub-list of them)
+            def applied_in(ids: list[str] | None) -> list[Decision]:
+                if ids is None:  # all (``storechild._handle``)
                     return decisions
                 applied = set(ids)
                 return [d for d in decisions if d.job.id in applied]
 
             decode = applied_in
         elif op in ("start", "release"):
-            body = (op, args[0], kw["owner"], kw["now"])
+            ids: list[str] = args[0]
+            body = (op, ids, kw["owner"], kw["now"])
             if op == "release":
-                for i in args[0]:
+                for i in ids:
                     self._mine.pop(i, None)
-            decode = _same
+                decode = _same
+            else:
+                def kept_in(kept: list[str] | None) -> list[str]:
+                    return ids if kept is None else kept  # None: all (``storechild._handle``)
+
+                decode = kept_in
         else:
             raise StoreError(f"no such store request {op!r}")
         self._next += 1

@@ -152,6 +152,51 @@ def test_a_quick_retry_through_the_store_process_keeps_its_attempts(home, backen
     assert [(e.attempt, e.status) for e in executions] == [(1, 500), (2, 204)]
 
 
+def test_a_start_or_finish_that_kept_fewer_jobs_says_which(home, backend):
+    """The process answers a start or finish that kept every job without their ids (the
+    runner holds the batch); one that kept fewer names the kept: a job cancelled since its
+    claim is not handed back to be sent, nor is a decision about it reported applied."""
+    from awty.ids import new_owner
+    from awty.model import Answer, End, Outcome, Result
+
+    with Awty(home, clock=FixedClock(T0), env={}, **backend.kw) as a:
+        added = a.add_many([{"target": "http://127.0.0.1:9/x", "in": "1m"} for _ in range(4)])
+        slot = added[0].job.next_check_at
+        now, owner, store = slot + timedelta(seconds=1), new_owner(), a._store
+
+        async def run() -> list[list[str]]:
+            p = storeproc.StoreProcess(store.spec(), asyncio.get_running_loop())
+            for _ in range(3000):
+                if p.up:
+                    break
+                await asyncio.sleep(0.01)
+            try:
+                jobs = await p.request("claim", slot, now=now, owner=owner,
+                                       lease_until=now + timedelta(minutes=5), limit=10,
+                                       shard=None, kinds=None)
+                ids = sorted(j.id for j in jobs)
+                jobs.sort(key=lambda j: j.id)
+                got = [await p.request("start", ids[:2], owner=owner, now=now)]
+                assert a.cancel(ids[3]).cancelled == [ids[3]]
+                got.append(await p.request("start", ids[2:], owner=owner, now=now))
+
+                def end(j):
+                    return End(j, Outcome.DONE, "http 204", Result(Answer.DONE, status=204), 1.0)
+
+                for batch in (jobs[:1], jobs[1:]):
+                    applied = await p.request("finish", [end(j) for j in batch], owner=owner,
+                                              now=now, executions=[])
+                    got.append([d.job.id for d in applied])
+                return [ids, *got]
+            finally:
+                await p.aclose()
+
+        with store.owner_session(owner):
+            ids, *got = asyncio.run(run())
+        assert got == [ids[:2], [ids[2]], ids[:1], ids[1:3]]
+        assert sorted(h.id for h in a.history()) == ids  # three done, one cancelled
+
+
 @pytest.mark.slow
 def test_the_store_process_claims_by_id_and_records_what_it_claimed(home, backend):
     # What a shard's run asks for the drop-ins it imported for other shards: claim_ids, answered
