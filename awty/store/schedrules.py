@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..recurrence import Rule
 
 _ZERO = timedelta(0)
-_NONE = object()  # not looked up yet (None is an answer)
+_NONE: Any = object()  # not looked up yet (None is an answer)
 
 
 class Rearm(Record):
@@ -222,7 +222,9 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
     names: dict[datetime, list[tuple[list[tuple[str, str]], str]]] = {}
     for job in claimed:
         name = job.schedule
-        s = found.get(name) if name else None
+        if not name:
+            continue
+        s = found.get(name)
         if s is None:
             continue
         if name in moved:
