@@ -22,7 +22,9 @@ from datetime import datetime
 
 from ..errors import Conflict, Revoked
 from ..ids import runner_host_pid, runner_label
-from ..model import Added, Execution, Job, Outcome, Result, Schedule, Status, run_order
+from ..model import (
+    Added, Execution, Job, Outcome, Result, Schedule, Status, millis, run_order,
+)
 from ..slots import iso
 from ..storable import storable
 
@@ -37,6 +39,8 @@ ERROR_CHARS = 2000  # of a result's error and output kept in history (and a job'
 # Outcomes whose history row keeps the whole job, to be re-armed by `retry` (so does a row of a
 # job with an idempotency key: what idempotency answers after the job ended).
 REARMABLE = frozenset((Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED))
+# by text: an Enum's hash is Python-level, and ``ended`` asks once a job a run ends
+_REARMABLE_TEXTS = frozenset(o._value_ for o in REARMABLE)
 
 
 def kept(text: str | None) -> str | None:
@@ -181,12 +185,14 @@ def ended(job: Job, outcome: Outcome, reason: str, result: Result | None,
     host, pid = runner_host_pid(owner)
     return (
         kept(reason) or "", job.check_count + ran, job.attempt + ran,
-        round(result.duration * 1000.0, 3) if result is not None else None,
-        round(lateness * 1000.0, 3) if lateness is not None else None,
+        # ``millis`` is round(x * 1000, 3) without its decimal conversion; float() keeps an
+        # int's milliseconds a float, as the float8 columns take them
+        millis(float(result.duration)) if result is not None else None,
+        millis(float(lateness)) if lateness is not None else None,
         result.status if result is not None else None,
         kept(result.error) if result is not None else None,
         kept(result.output) if result is not None else None,
-        outcome in REARMABLE or bool(job.idempotency_key), host, pid,
+        outcome._value_ in _REARMABLE_TEXTS or bool(job.idempotency_key), host, pid,
     )
 
 

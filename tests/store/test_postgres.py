@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -269,3 +270,34 @@ def test_sqlite_path_never_imports_psycopg(tmp_path):
     code = ("import sys, awty.api, awty.cli, awty.config, awty.store.sqlite, awty.run.runner; "
             "sys.exit(1 if [m for m in sys.modules if m.startswith('psycopg')] else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0
+
+
+def test_a_job_row_reads_back_as_the_job_it_was_every_field_in_its_place():
+    """A claimed row becomes its Job by position (``row_to_job``): every field set, each to a
+    value no other field of its type holds, so a column read into the wrong field fails."""
+    from awty.model import Status
+    from awty.store.pg_rows import job_to_row, row_to_job
+
+    at = [SLOT + timedelta(seconds=i) for i in range(7)]
+    job = Job("01JROWROWROWROWROWROWROW01", Kind.EXEC, "/bin/true", '{"a":1}', {"h": "1"},
+              "order", "42", at[0], at[1], 3, 2, Status.IN_FLIGHT, 7, 11.5, 12.5, 5, 13.5,
+              "key-1", "/tmp", at[2], at[3], "boom", "host:1:abc", at[4], at[5],
+              {"PATH": "/bin"}, "nightly", at[6])
+    row = job_to_row(job, "fp")
+    assert row[-2:] == ("fp", zlib.crc32(job.id.encode()))
+    assert row_to_job(row[:-2]) == job
+
+
+@pytest.mark.parametrize("duration, lateness", [(0, 0), (2, 3), (0.0021, 3.0004)])
+def test_a_history_rows_milliseconds_are_floats_rounded_to_the_microsecond(duration, lateness):
+    """What ``rules.ended`` gives the float8 columns a binary COPY fills: floats (an int
+    fails it), round(x * 1000, 3) of the result's duration and the lateness."""
+    from awty.store import rules
+
+    job = jobs(1)[0]
+    got = rules.ended(job, Outcome.DONE, "ok", Result(Answer.DONE, status=204,
+                                                       duration=duration), lateness, "h:1:x")
+    ms, late = got[3], got[4]
+    assert (ms, late) == (round(duration * 1000.0, 3), round(lateness * 1000.0, 3))
+    assert type(ms) is float and type(late) is float
+    assert got[9:] == ("h", 1)
