@@ -587,6 +587,29 @@ def test_first_connection_refused_the_others_still_try(monkeypatch):
     assert events == ["connect"] * 4
 
 
+def test_waiting_for_the_first_connection_counts_in_each_deadline(monkeypatch):
+    """A host whose TLS handshake never answers (a listener nobody accepts from): the attempt
+    waiting for the first connection is cut at its own deadline, before the first's, without
+    a connect of its own; one whose deadline is later than the first's tries its own once
+    the first timed out, and is cut at its own deadline (nothing waits past it)."""
+    events = _recording_sockets(monkeypatch)
+    silent = socket.create_server(("127.0.0.1", 0))
+    url = f"https://127.0.0.1:{silent.getsockname()[1]}/x"
+    try:
+        rs = _fire_each([(make_job(url, id="01JFIRST00000000000000000A"),
+                          Attempt("203001011200", 1, 1, timeout=0.6)),
+                         (make_job(url, id="01JSOON000000000000000000B"),
+                          Attempt("203001011200", 1, 1, timeout=0.2)),
+                         (make_job(url, id="01JLATER00000000000000000C"),
+                          Attempt("203001011200", 1, 1, timeout=1.0))])
+    finally:
+        silent.close()
+    assert [r.error for r in rs] == ["timeout after 0.6s", "timeout after 0.2s",
+                                     "timeout after 1s"]
+    assert rs[1].duration < 0.45 and 0.55 <= rs[0].duration < 0.95 <= rs[2].duration
+    assert events.count("connect") == 2  # the first's, then the later one's own
+
+
 def test_executor_created_outside_the_loop_binds_lazily(rx):
     ex = HttpExecutor(SETTINGS, FixedClock(NOW), None)
 
