@@ -363,6 +363,27 @@ def test_a_claimed_job_crosses_to_the_runner_whole():
     assert len(storechild.job_out(job)) == len(Job._fields) - len(claim)
 
 
+def test_the_store_process_opens_a_sqlite_store_without_asyncio(home):
+    """The child's side (``storechild``) has no event loop: asyncio (with ssl, logging and
+    concurrent.futures) cost each run's start ~35 ms of CPU in the child. Its modules, as
+    ``python -m awty.run.storechild`` loads them, and the store it opens."""
+    import pickle
+    import subprocess
+    import sys
+
+    with Awty(home, clock=FixedClock(T0), env={}) as a:
+        spec = a.store.spec()
+    code = ("import pickle, runpy, sys\n"
+            "storechild = runpy.run_module('awty.run.storechild')\n"
+            f"storechild['open_spec'](pickle.loads({pickle.dumps(spec)!r})).close()\n"
+            "print(sorted(m for m in ('asyncio', 'ssl', 'concurrent.futures')"
+            " if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_store_process_still_opening_its_store_is_not_waited_for():
     """A run that ends (an outage run giving up) while its store process is still opening the
     store, at a server that accepts and never answers: the process was asked nothing, so it
