@@ -72,8 +72,9 @@ def _occurrence(job: Job) -> str:
     return f',"schedule":{_json_str(job.schedule)},"occurrence":{at}'
 
 
-def _first(item: tuple[float, _Conn]) -> float:
-    return item[0]
+def _deadline_of(due: tuple[float, _Conn]) -> float:
+    """``_expire_due``'s sort key: by deadline alone (two equal ones would compare _Conns)."""
+    return due[0]
 
 
 def _seconds_text(s: float) -> str:
@@ -417,7 +418,7 @@ class HttpExecutor:
                 due.append((a.deadline, conn))
             elif a.deadline < later:
                 later = a.deadline
-        due.sort(key=_first)
+        due.sort(key=_deadline_of)
         for _, conn in due:
             conn.expire()  # may send the next request: its deadline arms the watch if sooner
         if later < self._watch_at:

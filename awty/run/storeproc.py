@@ -262,8 +262,6 @@ class _Channel(asyncio.Protocol):
         self.process._lost(f"store process ended ({exc or 'its end of the socket closed'})")
 
 
-
-
 # --- what a slot run uses -----------------------------------------------------------------------
 def pays(store: Store) -> bool:
     """Whether a store process would take more work off a run than it adds, as the store says
