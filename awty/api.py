@@ -433,11 +433,11 @@ class Awty:
             return self._stored(jobs, fps)
 
     def _streams(self, specs: builtins.list[Any]) -> bool:
-        """Whether a batch is stored while it is validated (``_streamed``): a store that
-        takes chunks (both have ``add_chunks``), a batch of several, none with an idempotency key (whose
-        lookup needs the whole batch first; a spec that is no plain dict goes through
-        ``jobspec.build``, which might find one)."""
-        return (len(specs) >= 2 * _CHUNK and hasattr(self.store, "add_chunks")
+        """Whether a batch is stored while it is validated (``_streamed``): a batch of
+        several chunks, none with an idempotency key (whose lookup needs the whole batch
+        first; a spec that is no plain dict goes through ``jobspec.build``, which might find
+        one)."""
+        return (len(specs) >= 2 * _CHUNK
                 and all(type(s) is dict and "idempotency_key" not in s for s in specs))
 
     def _streamed(self, specs: builtins.list[Any], now: datetime, cwd: str | None,
@@ -456,9 +456,9 @@ class Awty:
         from .gcpause import quick_switches
 
         if not self.on_postgres:  # (measured on PostgreSQL's writer thread only)
-            return self._written(self.store.add_chunks(chunks()))  # type: ignore[attr-defined]
+            return self._written(self.store.add_chunks(chunks()))
         with quick_switches():
-            added = self.store.add_chunks(chunks())  # type: ignore[attr-defined]
+            added = self.store.add_chunks(chunks())
         return self._written(added)
 
     def add_parts(self, parts: Sequence[AddPart]) -> list[list[AddResult] | AwtyError]:

@@ -139,6 +139,15 @@ class Store(Protocol):
         those and nothing is inserted; the last use of the others is noted at ``now`` as
         ``token_for`` notes it."""
 
+    def add_chunks(self, chunks: Iterable[tuple[Sequence[Job], Sequence[str | None]]]
+                   ) -> list[Added]:
+        """``add`` of the jobs ``chunks`` gives (each a list of jobs and their fingerprints),
+        in one transaction, all or none: each chunk is stored while ``chunks`` makes the next
+        (the facade validating it, ``Awty._streamed``), and an exception from ``chunks`` ends
+        the transaction with nothing stored. A job with an idempotency key or a schedule
+        raises ``ValueError`` (``rules.admit_chunk``: those go through ``add``). Each chunk's
+        rows go in in run order, a chunk after the other."""
+
     # -- reading --------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | None: ...
 

@@ -446,13 +446,11 @@ class PostgresStore:
 
     def add_chunks(self, chunks: Iterable[tuple[Sequence[Job], Sequence[str | None]]]
                    ) -> list[Added]:
-        """``add`` of the jobs ``chunks`` gives, in one transaction, all or none: none has an
-        idempotency key (none to look up) nor a schedule. Each chunk's rows go into one COPY
-        from a writer thread while ``chunks`` makes the next (the facade validating it), so
-        the server inserts them on the other core meanwhile, where ``add`` would get them
-        only once the whole batch was made (the caller keeps the interpreter's switch
-        interval short meanwhile, ``gcpause.quick_switches``, for that thread to get the GIL). An exception from ``chunks`` ends the COPY and
-        the transaction with nothing stored."""
+        """Each chunk's rows go into one COPY from a writer thread while ``chunks`` makes the
+        next, so the server inserts them on the other core meanwhile, where ``add`` would get
+        them only once the whole batch was made (the caller keeps the interpreter's switch
+        interval short meanwhile, ``gcpause.quick_switches``, for that thread to get the
+        GIL). An exception from ``chunks`` ends the COPY with the transaction."""
         from psycopg.copy import QueuedLibpqWriter
 
         out: list[Added] = []
@@ -468,10 +466,7 @@ class PostgresStore:
                 copy.set_types(JOB_COPY_TYPES)
                 write = copy.write_row
                 for jobs, fps in chunks:
-                    if any(j.idempotency_key or j.schedule for j in jobs):
-                        raise ValueError("add_chunks: a job with an idempotency key or a "
-                                         "schedule goes through add")
-                    added, rows = rules.admit(jobs, fps, {})
+                    added, rows = rules.admit_chunk(jobs, fps)
                     for j, fp in rows:
                         write(job_to_row(j, fp))
                     out += added

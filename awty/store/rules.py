@@ -2,7 +2,8 @@
 records (no SQL, no lock, no I/O). Each store reads what a rule needs, calls it, and writes
 what it decided (``sqlite*.py``, ``postgres.py``, ``pg_*.py``: SQL and locks only):
 
-- ``admit``: a batch's idempotency keys against the stored ones (``Store.add``);
+- ``admit``: a batch's idempotency keys against the stored ones (``Store.add``;
+  ``admit_chunk``, ``Store.add_chunks``);
 - ``running``: whether a claimed job is being delivered (``cancel``, ``reschedule``);
 - ``ended``: what a history row records of a job that ends (``finish``, ``cancel``);
 - ``rearm``: the job an ended one becomes again (``retry``);
@@ -155,6 +156,17 @@ def admit(jobs: Sequence[Job], fingerprints: Sequence[str | None],
         out.append(Added(j, True))
     rows.sort(key=lambda pair: run_order(pair[0]))
     return out, rows
+
+
+def admit_chunk(jobs: Sequence[Job], fingerprints: Sequence[str | None]
+                ) -> tuple[list[Added], list[tuple[Job, str | None]]]:
+    """``admit`` of a chunk of ``Store.add_chunks``: a job with an idempotency key (whose
+    look-up needs the whole batch) or a schedule (whose occurrence key ``add`` names) is a
+    caller's mistake there, refused before anything of it is written."""
+    if any(j.idempotency_key or j.schedule for j in jobs):
+        raise ValueError("add_chunks: a job with an idempotency key or a schedule goes "
+                         "through add")
+    return admit(jobs, fingerprints, {})
 
 
 # --- cancel and reschedule ---------------------------------------------------------------------

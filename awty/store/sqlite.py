@@ -274,12 +274,8 @@ class SQLiteStore:
 
     def add_chunks(self, chunks: Iterable[tuple[Sequence[Job], Sequence[str | None]]]
                    ) -> list[Added]:
-        """``add`` of the jobs ``chunks`` gives, in one transaction, all or none: none has an
-        idempotency key (none to look up) nor a schedule. Each chunk is inserted on a
-        thread of its own while ``chunks`` makes the next (the facade validating it): SQLite
-        inserts without the GIL, on the other core. Each chunk's rows go in in run order
-        (``rules.admit``), a chunk after the other. An exception from ``chunks`` undoes the
-        transaction, nothing stored."""
+        """Each chunk is inserted on a thread of its own while ``chunks`` makes the next:
+        SQLite inserts without the GIL, on the other core (``sqlite_write.add_chunks``)."""
         try:
             with self._write() as c:
                 return add_chunks(c, chunks)

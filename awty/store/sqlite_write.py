@@ -60,10 +60,7 @@ def add_chunks(c: sqlite3.Connection,
     with _cache_for(c) as widen, ThreadPoolExecutor(1, "awty-add") as writer:
         pending: Future[None] | None = None
         for jobs, fps in chunks:
-            if any(j.idempotency_key or j.schedule for j in jobs):
-                raise ValueError("add_chunks: a job with an idempotency key or a schedule "
-                                 "goes through add")
-            added, pairs = rules.admit(jobs, fps, {})
+            added, pairs = rules.admit_chunk(jobs, fps)
             rows = [job_to_row(j, f, isos) for j, f in pairs]
             total += len(rows)
             if pending is not None:
