@@ -11,57 +11,69 @@ from any thread, and the last one out turns it back on, unless it was off before
 from __future__ import annotations
 
 import gc
+import sys
 import threading
-from collections.abc import Iterator
 from contextlib import contextmanager
 
-_lock = threading.Lock()
-_held = [0, False]  # callers inside paused(); whether the collector was on when the first came
+TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
+    from typing import Any
 
 
-@contextmanager
-def paused() -> Iterator[None]:
-    with _lock:
-        if not _held[0]:
-            _held[1] = gc.isenabled()
-            gc.disable()
-        _held[0] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _held[0] -= 1
-            if not _held[0] and _held[1]:
-                gc.enable()
+def _held(hold: Callable[[], Any], give_back: Callable[[Any], None]
+          ) -> Callable[[], AbstractContextManager[None]]:
+    """A process-wide setting held while any caller is inside, from any thread: the first in
+    calls ``hold`` (what it returns is what the program had), the last one out ``give_back``
+    with it. Counted, because batches overlap (threads of one process, nested calls) and the
+    first one out must not give it back under the others."""
+    lock = threading.Lock()
+    state: list[Any] = [0, None]  # callers inside; what ``hold`` returned for the first
+
+    @contextmanager
+    def inside() -> Iterator[None]:
+        with lock:
+            if not state[0]:
+                state[1] = hold()
+            state[0] += 1
+        try:
+            yield
+        finally:
+            with lock:
+                state[0] -= 1
+                if not state[0]:
+                    give_back(state[1])
+
+    return inside
 
 
-# A writer thread beside a batch's validation (PostgresStore.add_chunks, Awty._streamed) waits for the GIL up
-# to the switch interval (5 ms) each time its block is sent: one 32 KB block of COPY data per
-# 5 ms at worst, so the server was fed late: 0.4-0.6 s of 100,000 jobs' COPY still to go once
-# their validation had ended (0.2-0.45 s at 0.5 ms). While a batch streams, the interval is
-# 0.5 ms (the last one out puts back what the program had).
+def _collector_off() -> bool:
+    was = gc.isenabled()
+    gc.disable()
+    return was
+
+
+paused = _held(_collector_off, lambda was: gc.enable() if was else None)
+
+
+# A writer thread beside a batch's validation (PostgresStore.add_chunks, Awty._streamed) waits
+# for the GIL up to the switch interval (5 ms) each time its block is sent: one 32 KB block of
+# COPY data per 5 ms at worst, so the server was fed late: 0.4-0.6 s of 100,000 jobs' COPY
+# still to go once their validation had ended (0.2-0.45 s at 0.5 ms). While a batch streams,
+# the interval is 0.5 ms (the last one out puts back what the program had).
 SWITCH = 0.0005
-_switch_lock = threading.Lock()
-# callers inside quick_switches(); the interval before the first, if it was changed (a
-# program's shorter one is left as it is: set again, it would round down a microsecond)
-_switching: list[int | float | None] = [0, None]
 
 
-@contextmanager
-def quick_switches() -> Iterator[None]:
-    import sys
+def _switch_quickly() -> float | None:
+    """The program's interval, or None when it is no longer than ``SWITCH``: left as it is
+    (set again, it would round down a microsecond)."""
+    before = sys.getswitchinterval()
+    if before <= SWITCH:
+        return None
+    sys.setswitchinterval(SWITCH)
+    return before
 
-    with _switch_lock:
-        if not _switching[0]:
-            before = sys.getswitchinterval()
-            _switching[1] = before if before > SWITCH else None
-            if _switching[1] is not None:
-                sys.setswitchinterval(SWITCH)
-        _switching[0] += 1  # type: ignore[operator]
-    try:
-        yield
-    finally:
-        with _switch_lock:
-            _switching[0] -= 1  # type: ignore[operator]
-            if not _switching[0] and _switching[1] is not None:
-                sys.setswitchinterval(_switching[1])
+
+quick_switches = _held(_switch_quickly,
+                       lambda before: sys.setswitchinterval(before) if before else None)
