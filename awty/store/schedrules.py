@@ -87,13 +87,6 @@ def is_due_rearm(s: Schedule | None, job: Job) -> bool:
             and s.next_at == job.occurrence)
 
 
-def is_paused_occurrence(s: Schedule, job: Job) -> bool:
-    """Whether ``job`` is paused ``s``'s pending occurrence: the job pause cancelled, retried
-    since (``plan`` moves ``s`` past it at its claim)."""
-    return (s.paused_at is not None and job.occurrence is not None
-            and s.next_at == job.occurrence)
-
-
 def at_claim(s: Schedule, job: Job, now: datetime) -> Rearm:
     """The claim of ``job``, ``s``'s pending occurrence (``is_due_rearm``), at ``now``."""
     from ..missed import Missed, catch_up
@@ -230,12 +223,14 @@ def plan(found: dict[str, Schedule], claimed: list[Job], now: datetime) -> Claim
         if name in moved:
             s = s.replace(next_at=moved[name])
         at = job.occurrence
-        # Neither ``is_due_rearm`` nor ``is_paused_occurrence`` (what both ask first):
+        # Not ``s``'s pending occurrence: it moves nothing (``is_due_rearm``, asked in parts:
+        # once here, then whether ``s`` is paused).
         if at is None or s.next_at != at:
             continue
-        if s.paused_at is not None:  # ``is_paused_occurrence``
-            # Retried while paused (the user's ask): it fires, and the schedule moves past it,
-            # making nothing, so that ``resume`` does not make this occurrence again.
+        if s.paused_at is not None:
+            # The occurrence pause cancelled, retried while paused (the user's ask): it fires,
+            # and the schedule moves past it, making nothing, so that ``resume`` does not make
+            # this occurrence again.
             from ..recurrence import next_occurrence
 
             nxt = next_occurrence(rule_of(s), at)
