@@ -35,7 +35,7 @@ from .sqlite_rows import (
     JOB_EXECUTIONS, SELECT_JOB, claimed_job, entity_filters, execution_to_row, insert_many,
     job_filters, row_to_execution, row_to_history, row_to_job, translate, where,
 )
-from .sqlite_write import add_chunks, add_jobs, drop_leases, end_rows, retry_job
+from .sqlite_write import DROP_LEASES, add_chunks, add_jobs, drop_leases, end_rows, retry_job
 
 TYPE_CHECKING = False  # `typing` costs each start ~3 ms; mypy reads this name as True
 if TYPE_CHECKING:
@@ -126,8 +126,7 @@ def _to_pending(c: sqlite3.Connection, held: str, now: datetime) -> int:
     now. How many."""
     c.execute("UPDATE future_job SET updated_at = ? WHERE id IN (SELECT value FROM json_each(?))",
               (iso(now), held))
-    return c.execute("DELETE FROM job_lease WHERE job_id IN (SELECT value FROM json_each(?))",
-                     (held,)).rowcount
+    return c.execute(DROP_LEASES, (held,)).rowcount
 
 
 class SQLiteStore:

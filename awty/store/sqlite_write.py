@@ -122,6 +122,12 @@ def _by_idempotency_key(c: sqlite3.Connection, key: str) -> tuple[Job, str | Non
     return None
 
 
+# The lease rows (and start marks) of the jobs given as a JSON list: a lease goes with its job,
+# and when the job is pending again (given back, moved, reslotted), so that a job is in flight
+# exactly while it has one (migration 12).
+DROP_LEASES = "DELETE FROM job_lease WHERE job_id IN (SELECT value FROM json_each(?))"
+
+
 def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
              owner: str | None = None, last: dict[str, Execution] | None = None,
              ) -> dict[str, Execution]:
@@ -159,15 +165,14 @@ def end_rows(c: sqlite3.Connection, ends: Sequence[End], now: datetime,
         [(e.job.id,) for e in ends if e.job.idempotency_key])
     ids = json.dumps([e.job.id for e in ends])
     c.execute("DELETE FROM future_job WHERE id IN (SELECT value FROM json_each(?))", (ids,))
-    c.execute("DELETE FROM job_lease WHERE job_id IN (SELECT value FROM json_each(?))", (ids,))
+    c.execute(DROP_LEASES, (ids,))
     return folded
 
 
 def drop_leases(c: sqlite3.Connection, ids: list[str]) -> None:
     """These jobs are pending again: their leases (and start marks) go."""
     if ids:
-        c.execute("DELETE FROM job_lease WHERE job_id IN (SELECT value FROM json_each(?))",
-                  (json.dumps(ids),))
+        c.execute(DROP_LEASES, (json.dumps(ids),))
 
 
 def retry_job(c: sqlite3.Connection, job_id: str, next_check_at: datetime,
