@@ -90,3 +90,85 @@ def test_quick_switches_last_one_out_puts_back_the_programs_interval():
         assert sys.getswitchinterval() == own
     finally:
         sys.setswitchinterval(before)
+
+
+@pytest.fixture
+def program_collector():
+    """The collector as a program left it: default thresholds, nothing frozen."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*before)
+
+
+def test_running_eases_the_collector_and_the_last_one_out_gives_it_back_after_an_error(
+        program_collector):
+    before_the_run: list[object] = []
+    with pytest.raises(RuntimeError), gcpause.running():
+        assert gc.get_threshold() == (gcpause.RUN_GEN0, 10, 10)
+        frozen = gc.get_freeze_count()
+        # what existed before the run is in none of the collector's generations
+        assert frozen and all(o is not before_the_run for o in gc.get_objects())
+        with gcpause.running():
+            pass
+        # the inner run's end leaves the outer one eased
+        assert gc.get_threshold() == (gcpause.RUN_GEN0, 10, 10)
+        assert gc.get_freeze_count() == frozen
+        assert gc.isenabled()  # never off: a run's cycles still go
+        raise RuntimeError("boom")
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
+    assert any(o is before_the_run for o in gc.get_objects())
+
+
+def test_running_keeps_what_the_program_froze_and_its_own_settings(program_collector):
+    programs: list[object] = []
+    gc.freeze()
+    with gcpause.running():
+        assert gc.get_threshold()[0] == gcpause.RUN_GEN0
+    # still frozen: not ours to give back
+    assert gc.get_freeze_count() and all(o is not programs for o in gc.get_objects())
+    gc.set_threshold(50_000, 20, 5)  # a program's own larger threshold is kept
+    with gcpause.running():
+        assert gc.get_threshold() == (50_000, 20, 5)
+    gc.set_threshold(0, 10, 10)  # 0: automatic collection off stays off
+    with gcpause.running():
+        assert gc.get_threshold() == (0, 10, 10)
+    assert gc.get_threshold() == (0, 10, 10)
+
+
+def test_a_slot_runs_with_the_collector_eased_and_gives_it_back_after_a_failed_run(
+        home, clock, rx, monkeypatch, program_collector):
+    from datetime import timedelta
+
+    from awty.api import Awty
+    from awty.errors import StoreError
+    from awty.slots import slot_for
+    from helpers import T0
+
+    seen = []
+    with Awty(home, clock=clock, env={}) as a:
+        claim = a.store.claim
+
+        def watched(*args, **kw):
+            seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0, gc.isenabled()))
+            return claim(*args, **kw)
+
+        monkeypatch.setattr(a.store, "claim", watched)
+        a.add(rx.url("/j"), in_="5m")
+        clock.set(slot_for(T0 + timedelta(minutes=5), 15) + timedelta(seconds=3))
+        assert a.run_slot().outcomes == {"done": 1}
+        assert seen and set(seen) == {(gcpause.RUN_GEN0, True, True)}
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+
+        def broken(*args, **kw):
+            raise StoreError("the store went away")
+
+        monkeypatch.setattr(a.store, "claim", broken)
+        a.add(rx.url("/j2"), in_="20m")
+        clock.set(clock.now() + timedelta(minutes=30))
+        with pytest.raises(StoreError):
+            a.run_slot()
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0

@@ -15,7 +15,8 @@ import asyncio
 import os
 import socket
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock
 from ..config import Settings
 from ..errors import AwtyError, InvalidInput
+from ..gcpause import running
 from ..ids import new_owner, shard_of
 from ..model import (
     Answer,
@@ -421,12 +423,17 @@ class Runner:
                  extra={"awty": {"slot": summary.slot, "outcome": dict(summary.outcomes)}})
 
 
-def _loop_runner() -> asyncio.Runner:
+@contextmanager
+def _loop_runner() -> Iterator[asyncio.Runner]:
+    """A run's event loop, with the collector eased for its span (``gcpause.running``)."""
     try:
         import uvloop
     except ImportError:  # pragma: no cover - platforms without uvloop
-        return asyncio.Runner()
-    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+        loop = asyncio.Runner()
+    else:
+        loop = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    with running(), loop:
+        yield loop
 
 
 def _run_async(coro: Coroutine[Any, Any, None]) -> None:

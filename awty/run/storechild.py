@@ -14,6 +14,7 @@ import struct
 import threading
 
 from ..errors import AwtyError, StoreError
+from ..gcpause import running
 from ..model import (
     Answer, Decision, End, Execution, Job, Kind, Outcome, Reslot, Result, Status,
 )
@@ -112,7 +113,9 @@ def serve(sock: socket.socket) -> None:
         return
     _send(sock, ("ready", None))
     try:
-        _answer_requests(sock, store, claimed)
+        # the claimed Jobs live here until their finish, as in the run's own process
+        with running():
+            _answer_requests(sock, store, claimed)
     finally:
         store.close()
 
