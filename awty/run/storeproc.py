@@ -265,8 +265,8 @@ class _Channel(asyncio.Protocol):
 # --- what a slot run uses -----------------------------------------------------------------------
 def pays(store: Store) -> bool:
     """Whether a store process would take more work off a run than it adds, as the store says
-    (``offload``, True unless the store says otherwise): what "auto" asks before starting one."""
-    return getattr(store, "offload", True)
+    (``Store.offload``): what "auto" asks before starting one."""
+    return store.offload
 
 
 class RunStoreCalls:

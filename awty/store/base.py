@@ -96,6 +96,10 @@ class SlotLock(Protocol):
 
 
 class Store(Protocol):
+    # Whether a run's store work is worth a process of its own (``store_process = "auto"``):
+    # each store says it, with its reason (``storeproc.pays``)
+    offload: bool
+
     # -- lifecycle ------------------------------------------------------------------------
     def schema_version(self) -> int: ...
 

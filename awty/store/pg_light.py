@@ -134,6 +134,8 @@ class _Lib:
 class LightStore:
     """See the module. ``full`` opens the real store (``PostgresStore``, no pool)."""
 
+    offload = False  # PostgreSQL's answer (``PostgresStore.offload``), without opening it
+
     def __init__(self, spec: StoreSpec, full: Callable[[], Store]):
         path = _find_libpq()
         if path is None or not SCHEMA_NAME.fullmatch(spec.schema) or \

@@ -130,6 +130,10 @@ def _to_pending(c: sqlite3.Connection, held: str, now: datetime) -> int:
 
 
 class SQLiteStore:
+    # SQLite's work in a run holds the GIL (~60 µs a job, beside the event loop's ~30): a
+    # process of its own takes it to the other core (BENCHMARKS.md, ratio_bare)
+    offload = True
+
     def __init__(self, path: Path, *, busy_timeout: float = 5.0, create: bool = True,
                  migrate: bool = True, locks: Path | None = None):
         self.path = Path(path)
