@@ -30,6 +30,7 @@ import ssl
 import time
 from collections.abc import Mapping
 from json.encoder import encode_basestring_ascii as _json_str
+from operator import itemgetter
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
@@ -70,11 +71,6 @@ def _occurrence(job: Job) -> str:
         return ""
     at = "null" if job.occurrence is None else f'"{iso(job.occurrence)}"'
     return f',"schedule":{_json_str(job.schedule)},"occurrence":{at}'
-
-
-def _deadline_of(due: tuple[float, _Conn]) -> float:
-    """``_expire_due``'s sort key: by deadline alone (two equal ones would compare _Conns)."""
-    return due[0]
 
 
 def _seconds_text(s: float) -> str:
@@ -418,7 +414,7 @@ class HttpExecutor:
                 due.append((a.deadline, conn))
             elif a.deadline < later:
                 later = a.deadline
-        due.sort(key=_deadline_of)
+        due.sort(key=itemgetter(0))  # by deadline alone: two equal ones would compare _Conns
         for _, conn in due:
             conn.expire()  # may send the next request: its deadline arms the watch if sooner
         if later < self._watch_at:
